@@ -1,0 +1,272 @@
+//! agent ↔ broker. Strictly request → answer: the agent sends one request and
+//! waits for its answer; the broker never sends unprompted. Operator input reaches
+//! the agent as the answer to `NextInput`, a cancel as the answer `Cancelled` to
+//! whatever request was outstanding.
+
+use crate::impl_message;
+use crate::model::{ModelReply, ModelRequest};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SessionMode {
+    /// Run the task files, then end.
+    Tasks { rerun: bool },
+    /// Interactive dialogue with the operator.
+    Cli,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ToolCalling {
+    Auto,
+    Native,
+    Json,
+}
+
+/// Model settings the agent needs (never the key, never the URL's host).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelSettings {
+    pub model: String,
+    /// `CONTEXT_SIZE`; None means ask the server, then UNKNOWN.
+    pub context_size: Option<u64>,
+    pub request_timeout_secs: u32,
+    pub tool_calling: ToolCalling,
+    /// `API_URL` with the key masked, for `/status` only.
+    pub api_display: String,
+}
+
+/// One task file as the broker read it from the project.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskSpec {
+    pub name: String,
+    pub content: String,
+    /// SHA-256 of the content, hex.
+    pub sha256: String,
+}
+
+/// Everything the agent learns about its session, in the answer to `Hello`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSetup {
+    pub session_id: String,
+    pub mode: SessionMode,
+    /// The whole agent.md text (instructions and policy block).
+    pub instructions: String,
+    /// The effective policy as printable text (for the prompt and `/policy`).
+    pub policy_text: String,
+    pub execution_mode: String,
+    pub max_steps: u32,
+    pub dry_run: bool,
+    pub hostname: String,
+    /// The project directory as the operator named it (display only).
+    pub project_display: String,
+    pub model: ModelSettings,
+    /// Task files in run order (empty in CLI mode).
+    pub tasks: Vec<TaskSpec>,
+    /// Warnings the broker produced while loading (shown to the model too).
+    pub warnings: Vec<String>,
+}
+
+/// A tool call as the model asked for it. The broker resolves the effect from
+/// its own catalog by `tool`; nothing in here is trusted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolRequest {
+    pub call_id: String,
+    pub tool: String,
+    /// The JSON arguments exactly as the model wrote them (≤ 40 MiB).
+    pub arguments: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ToolStatus {
+    Ok,
+    /// Ran and failed (non-zero exit, file error).
+    Error,
+    Denied,
+    Timeout,
+    Cancelled,
+    /// Needs a person's approval that is not available now (unattended run).
+    PendingApproval,
+}
+
+impl ToolStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolStatus::Ok => "ok",
+            ToolStatus::Error => "error",
+            ToolStatus::Denied => "denied",
+            ToolStatus::Timeout => "timeout",
+            ToolStatus::Cancelled => "cancelled",
+            ToolStatus::PendingApproval => "pending approval",
+        }
+    }
+}
+
+/// What a tool produced, with every part a distinct field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub call_id: String,
+    pub status: ToolStatus,
+    /// Exit code of a command, when it exited.
+    pub exit_code: Option<i32>,
+    /// Signal that ended a command, when one did.
+    pub signal: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// Output of a non-command tool, or the denial/error explanation.
+    pub message: String,
+    /// Full output saved here when it was cut for the model.
+    pub saved_output: Option<String>,
+    pub duration_ms: u64,
+    /// Secrets masked by the broker in this result.
+    pub redactions: u32,
+}
+
+impl ToolResult {
+    pub fn refused(call_id: &str, status: ToolStatus, message: impl Into<String>) -> Self {
+        ToolResult {
+            call_id: call_id.to_string(),
+            status,
+            exit_code: None,
+            signal: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            message: message.into(),
+            saved_output: None,
+            duration_ms: 0,
+            redactions: 0,
+        }
+    }
+}
+
+/// The agent's persistent files, kept by the broker for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StateFile {
+    /// `memoria.md`
+    Memory,
+    /// `contexto.mem`
+    Context,
+}
+
+impl StateFile {
+    pub fn file_name(self) -> &'static str {
+        match self {
+            StateFile::Memory => "memoria.md",
+            StateFile::Context => "contexto.mem",
+        }
+    }
+}
+
+/// Largest state file the broker stores for the agent.
+pub const STATE_FILE_MAX: usize = 8 << 20;
+
+/// Progress the operator sees. Text in here is sanitized by the broker before it
+/// reaches a terminal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AgentEvent {
+    Info(String),
+    Warning(String),
+    /// A model step started (`step 3/40`).
+    Step { task: Option<String>, step: u32, max: u32 },
+    ToolStart { call_id: String, summary: String },
+    ToolEnd { call_id: String, status: ToolStatus, duration_ms: u64 },
+    /// The model's answer text (think blocks already stripped).
+    Answer(String),
+    TaskStart { name: String },
+    /// A task file skipped (DONE and unchanged).
+    TaskSkipped { name: String, reason: String },
+    Usage { prompt_tokens: u64, completion_tokens: u64 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaskStatus {
+    Done,
+    Blocked,
+    Failed,
+    /// Step budget exhausted: never DONE.
+    Incomplete,
+    /// Model error or cancellation stopped it.
+    Error,
+    Skipped,
+}
+
+impl TaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Done => "DONE",
+            TaskStatus::Blocked => "BLOCKED",
+            TaskStatus::Failed => "FAILED",
+            TaskStatus::Incomplete => "INCOMPLETE",
+            TaskStatus::Error => "ERROR",
+            TaskStatus::Skipped => "SKIPPED",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskOutcome {
+    pub name: String,
+    pub sha256: String,
+    pub status: TaskStatus,
+    pub summary: String,
+    pub steps: u32,
+    pub conflicts: Vec<String>,
+}
+
+/// What the operator said next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OperatorInput {
+    Line(String),
+    /// No more input: end the session.
+    End,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AgentRequest {
+    Hello { build: String },
+    NextInput,
+    Model(ModelRequest),
+    Tool(ToolRequest),
+    LoadState(StateFile),
+    SaveState { file: StateFile, content: Vec<u8> },
+    Event(AgentEvent),
+    TaskFinished(TaskOutcome),
+    Shutdown { reason: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AgentAnswer {
+    Welcome(Box<SessionSetup>),
+    Input(OperatorInput),
+    Model(ModelReply),
+    Tool(ToolResult),
+    State(Option<Vec<u8>>),
+    Ack,
+    /// The operator cancelled the turn: the outstanding request did not complete.
+    Cancelled,
+    /// The broker ends the session; `reason` says why.
+    Goodbye { reason: String },
+}
+
+/// Tool arguments may reach 40 MiB (seed); the rest of a request is small.
+pub const AGENT_REQUEST_MAX: usize = (40 << 20) + (256 << 10);
+/// Answers carry model replies (64 MiB cap) and capped tool output.
+pub const AGENT_ANSWER_MAX: usize = (64 << 20) + (256 << 10);
+
+impl_message!(AgentRequest, "agent request", AGENT_REQUEST_MAX, {
+    Hello = 1, NextInput = 2, Model = 3, Tool = 4, LoadState = 5, SaveState = 6,
+    Event = 7, TaskFinished = 8, Shutdown = 9,
+});
+impl_message!(AgentAnswer, "agent answer", AGENT_ANSWER_MAX, {
+    Welcome = 1, Input = 2, Model = 3, Tool = 4, State = 5, Ack = 6, Cancelled = 7, Goodbye = 8,
+});
+
+/// Per-kind size caps the broker checks from the header, before decoding: a
+/// control message never gets the 40 MiB a tool call may use.
+pub fn agent_request_cap(kind: u16) -> usize {
+    match kind {
+        3 => 40 << 20,                       // Model: the whole conversation
+        4 => AGENT_REQUEST_MAX,              // Tool: arguments up to 40 MiB
+        6 => STATE_FILE_MAX + (64 << 10),    // SaveState
+        7 | 8 => 1 << 20,                    // Event, TaskFinished
+        _ => 64 << 10,                       // Hello, NextInput, LoadState, Shutdown
+    }
+}

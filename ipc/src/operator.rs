@@ -1,0 +1,89 @@
+//! operator (`sysward run|cli` client) ↔ broker daemon over the control socket.
+//! Unlike the agent channel the broker streams events: after `Run` or `Cli` it
+//! sends `Event`s, prompts and finally `Finished`, while the client may send
+//! `Input`, `Cancel` and answers to prompts.
+
+use crate::agent::{AgentEvent, TaskOutcome};
+use crate::impl_message;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunOptions {
+    pub rerun: bool,
+    pub dry_run: bool,
+}
+
+/// A pending decision shown to a person. Every string is sanitized by the broker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalPrompt {
+    pub id: String,
+    pub mode: String,
+    pub host: String,
+    pub category: String,
+    pub risk: String,
+    /// The full command after unwrapping (or the tool and its target).
+    pub command: String,
+    /// The confinement profile in one line.
+    pub profile: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ApprovalDecision {
+    AllowOnce,
+    /// Allow this normalized command for the rest of the session; `confirmed`
+    /// must be true (the client asks a second time).
+    AllowSession { confirmed: bool },
+    Deny,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSummary {
+    pub session_id: String,
+    pub outcomes: Vec<TaskOutcome>,
+    /// Process exit status `sysward run` should end with.
+    pub exit_code: i32,
+    pub actions: u32,
+    pub denials: u32,
+    pub duration_ms: u64,
+    /// Why the session ended, when it ended abnormally.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OperatorRequest {
+    Hello { build: String },
+    Run(RunOptions),
+    Cli(RunOptions),
+    Input(String),
+    /// Ctrl+C: cancel the turn in flight.
+    Cancel,
+    Approval { id: String, decision: ApprovalDecision, note: String },
+    /// End of the operator's input: close the session cleanly.
+    Detach,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OperatorAnswer {
+    Welcome { build: String, broker_pid: u32 },
+    /// The session started: its id, mode and project as shown in the banner.
+    SessionStarted { session_id: String, banner: String },
+    Event(AgentEvent),
+    /// The agent waits for the operator's next line (CLI).
+    InputWanted,
+    ApprovalNeeded(ApprovalPrompt),
+    Finished(SessionSummary),
+    /// The request was refused or the session failed; the text says what to do.
+    Error { message: String },
+}
+
+pub const OPERATOR_REQUEST_MAX: usize = 64 << 10;
+pub const OPERATOR_ANSWER_MAX: usize = 2 << 20;
+
+impl_message!(OperatorRequest, "operator request", OPERATOR_REQUEST_MAX, {
+    Hello = 1, Run = 2, Cli = 3, Input = 4, Cancel = 5, Approval = 6, Detach = 7,
+});
+impl_message!(OperatorAnswer, "operator answer", OPERATOR_ANSWER_MAX, {
+    Welcome = 1, SessionStarted = 2, Event = 3, InputWanted = 4, ApprovalNeeded = 5,
+    Finished = 6, Error = 7,
+});

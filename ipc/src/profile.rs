@@ -1,0 +1,97 @@
+//! The confinement profile a decision carries to the executor.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Resource limits applied with setrlimit before anything else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceLimits {
+    /// RLIMIT_NPROC for the action's uid (None: unchanged).
+    pub max_processes: Option<u64>,
+    /// RLIMIT_NOFILE.
+    pub max_open_files: Option<u64>,
+    /// RLIMIT_FSIZE in bytes.
+    pub max_file_size: Option<u64>,
+    /// RLIMIT_AS in bytes.
+    pub max_address_space: Option<u64>,
+    /// RLIMIT_CPU in seconds.
+    pub max_cpu_seconds: Option<u64>,
+    /// RLIMIT_CORE: 0 keeps secrets out of core files.
+    pub max_core: Option<u64>,
+}
+
+impl Default for ResourceLimits {
+    fn default() -> Self {
+        ResourceLimits {
+            max_processes: Some(4096),
+            max_open_files: Some(4096),
+            max_file_size: None,
+            max_address_space: None,
+            max_cpu_seconds: None,
+            max_core: Some(0),
+        }
+    }
+}
+
+/// How the executor confines one action. Built by the policy engine, shown to the
+/// operator in approval prompts, applied in full by `sysward-exec` or not at all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfinementProfile {
+    /// Short name: `read-only`, `write`, `network`, `package`, `admin`, …
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups (usually empty).
+    pub groups: Vec<u32>,
+    /// Capability names kept (e.g. `CAP_NET_ADMIN`); everything else is dropped
+    /// from every set, bounding included.
+    pub capabilities: Vec<String>,
+    /// Landlock: paths readable (and executable) beneath.
+    pub read_paths: Vec<String>,
+    /// Landlock: paths writable beneath (files and directories).
+    pub write_paths: Vec<String>,
+    /// Everything except these is writable (package/admin profiles): the executor
+    /// turns it into an allow-list by walking the filesystem roots.
+    pub write_all_except: Option<Vec<String>>,
+    /// Network allowed; otherwise the action runs in an empty network namespace.
+    pub network: bool,
+    /// Landlock signal scope: no signal can reach a process outside the action.
+    pub scope_signals: bool,
+    /// The action may mount (admin only); otherwise seccomp denies it.
+    pub allow_mount: bool,
+    pub timeout_secs: u32,
+    pub limits: ResourceLimits,
+    /// A private scratch directory the action may write (its TMPDIR).
+    pub scratch_dir: Option<String>,
+}
+
+impl fmt::Display for ConfinementProfile {
+    /// One line, for approval prompts and `sysward policy explain`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let writes = match (&self.write_all_except, self.write_paths.is_empty()) {
+            (Some(except), _) => format!("everything except {}", except.join(",")),
+            (None, true) => "nowhere".to_string(),
+            (None, false) => self.write_paths.join(","),
+        };
+        let caps = if self.capabilities.is_empty() {
+            "none".to_string()
+        } else {
+            self.capabilities.join(",")
+        };
+        write!(
+            f,
+            "{}: uid {} gid {}, caps {}, writes {}{}, network {}, timeout {}s",
+            self.name,
+            self.uid,
+            self.gid,
+            caps,
+            writes,
+            match &self.scratch_dir {
+                Some(s) => format!(" (+scratch {s})"),
+                None => String::new(),
+            },
+            if self.network { "on" } else { "off" },
+            self.timeout_secs
+        )
+    }
+}

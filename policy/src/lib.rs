@@ -1,0 +1,1 @@
+//! sysward-policy
