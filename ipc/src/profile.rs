@@ -48,6 +48,9 @@ pub struct ConfinementProfile {
     pub capabilities: Vec<String>,
     /// Landlock: paths readable (and executable) beneath.
     pub read_paths: Vec<String>,
+    /// Everything except these is readable (the secrets, `/etc/sysward`, …):
+    /// the executor turns it into an allow-list by walking from `/`.
+    pub read_all_except: Option<Vec<String>>,
     /// Landlock: paths writable beneath (files and directories).
     pub write_paths: Vec<String>,
     /// Everything except these is writable (package/admin profiles): the executor
