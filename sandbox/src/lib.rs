@@ -3,16 +3,42 @@
 //! seccomp. Every function either applies its layer in full or returns an error;
 //! nothing is applied "best effort".
 //!
-//! SKELETON: the signatures below are the contract other crates build against;
-//! the implementations land with the sandbox work.
+//! `confine_agent` and `confine_gateway` are complete recipes. The modules are
+//! the building blocks `sysward-exec` composes per profile.
 
 use std::os::fd::RawFd;
 use std::path::PathBuf;
+
+pub mod creds;
+pub mod landlock;
+pub mod process;
+pub mod seccomp;
+pub mod sys;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     #[error("{step}: {detail}")]
     Step { step: &'static str, detail: String },
+}
+
+impl SandboxError {
+    pub fn step(step: &'static str, detail: String) -> Self {
+        SandboxError::Step { step, detail }
+    }
+
+    pub fn io(step: &'static str, e: std::io::Error) -> Self {
+        SandboxError::Step {
+            step,
+            detail: e.to_string(),
+        }
+    }
+
+    /// The name of the step that failed.
+    pub fn step_name(&self) -> &'static str {
+        match self {
+            SandboxError::Step { step, .. } => step,
+        }
+    }
 }
 
 /// How the agent process confines itself, first thing after exec (as root).
@@ -39,30 +65,90 @@ pub struct GatewayConfinement {
     pub keep_fds: Vec<RawFd>,
 }
 
-/// Confines the calling (single-threaded) process as the agent: new empty network
-/// namespace, no supplementary groups, uid/gid dropped, every capability set
-/// cleared (bounding and ambient included), no_new_privs, Landlock fully
-/// enforced, allow-list seccomp. Must run before any thread starts.
-pub fn confine_agent(_c: &AgentConfinement) -> Result<(), SandboxError> {
-    Err(SandboxError::Step {
-        step: "confine_agent",
-        detail: "not implemented yet".to_string(),
-    })
+fn refuse_root(uid: u32, gid: u32, what: &'static str) -> Result<(), SandboxError> {
+    if uid == 0 || gid == 0 {
+        return Err(SandboxError::step(
+            what,
+            "refusing to run as uid or gid 0".into(),
+        ));
+    }
+    Ok(())
 }
 
-/// Confines the calling (single-threaded) process as the model gateway.
-pub fn confine_gateway(_c: &GatewayConfinement) -> Result<(), SandboxError> {
-    Err(SandboxError::Step {
-        step: "confine_gateway",
-        detail: "not implemented yet".to_string(),
-    })
+/// Drops to `uid`/`gid` with no groups, clears every capability set (bounding
+/// up to the kernel's `cap_last_cap`, ambient included), and makes the process
+/// non-dumpable again (a credential change resets that flag).
+fn drop_everything(uid: u32, gid: u32) -> Result<(), SandboxError> {
+    let none = caps::CapsHashSet::new();
+    creds::restrict_bounding(&none)?;
+    creds::switch_user(uid, gid, &[])?;
+    creds::set_capabilities(&none, false)?;
+    process::set_non_dumpable()?;
+    Ok(())
+}
+
+/// Confines the calling (single-threaded) process as the agent: every fd but
+/// `keep_fds` closed (0–2 → /dev/null), a new empty network namespace (only a
+/// down `lo`), no supplementary groups, uid/gid dropped, every capability set
+/// cleared (bounding and ambient included), non-dumpable, no_new_privs,
+/// Landlock fully enforced (read-only `read_paths`, nothing else; no TCP bind
+/// or connect; signal and abstract-unix scopes), then an allow-list seccomp
+/// filter (no exec, no clone, no sockets, no ptrace, no mount, no namespaces).
+/// Must run before any thread starts.
+pub fn confine_agent(c: &AgentConfinement) -> Result<(), SandboxError> {
+    refuse_root(c.uid, c.gid, "confine_agent")?;
+    process::close_fds_except(&c.keep_fds)?;
+    sys::unshare(libc::CLONE_NEWNET)
+        .map_err(|e| SandboxError::io("unshare network namespace", e))?;
+    // Ruleset and seccomp program are built while still root (the paths may sit
+    // under directories the agent's uid cannot traverse; building allocates).
+    let mut rules = landlock::LandlockRules {
+        restrict_tcp: true,
+        scope_signals: true,
+        scope_abstract_unix: true,
+        ..Default::default()
+    };
+    for p in &c.read_paths {
+        rules.grant_path(p, landlock::read_access())?;
+    }
+    let ruleset = rules.build()?;
+    let filters = seccomp::agent_programs(sys::getpid())?;
+    drop_everything(c.uid, c.gid)?;
+    process::set_no_new_privs()?;
+    landlock::enforce(ruleset)?;
+    seccomp::install(&filters)?;
+    Ok(())
+}
+
+/// Confines the calling (single-threaded) process as the model gateway: like
+/// the agent but in the host network namespace, with TCP connect allowed to
+/// `api_port` only (bind to none), and a seccomp allow-list that permits
+/// threads and AF_INET/AF_INET6 stream sockets. Start the tokio runtime after.
+pub fn confine_gateway(c: &GatewayConfinement) -> Result<(), SandboxError> {
+    refuse_root(c.uid, c.gid, "confine_gateway")?;
+    process::close_fds_except(&c.keep_fds)?;
+    sys::setrlimit(libc::RLIMIT_CORE, 0).map_err(|e| SandboxError::io("rlimit core", e))?;
+    let mut rules = landlock::LandlockRules {
+        restrict_tcp: true,
+        connect_ports: vec![c.api_port],
+        scope_signals: true,
+        scope_abstract_unix: true,
+        ..Default::default()
+    };
+    for p in &c.read_paths {
+        rules.grant_path(p, landlock::read_access())?;
+    }
+    let ruleset = rules.build()?;
+    let filters = seccomp::gateway_programs(sys::getpid())?;
+    drop_everything(c.uid, c.gid)?;
+    process::set_no_new_privs()?;
+    landlock::enforce(ruleset)?;
+    seccomp::install(&filters)?;
+    Ok(())
 }
 
 /// prctl(PR_SET_DUMPABLE, 0): no core dumps, no ptrace attach by same-uid
 /// processes, `/proc/<pid>/{mem,environ}` owned by root.
 pub fn set_non_dumpable() -> Result<(), SandboxError> {
-    Err(SandboxError::Step {
-        step: "set_non_dumpable",
-        detail: "not implemented yet".to_string(),
-    })
+    process::set_non_dumpable()
 }

@@ -1,0 +1,334 @@
+//! Landlock rulesets, always fully enforced.
+//!
+//! Every filesystem right of the ABI we target is handled, so anything not
+//! granted by a rule is denied; TCP bind/connect are handled unless a profile
+//! has the host network; signal and abstract-unix scopes are set unless the
+//! profile must signal outside its domain. `CompatLevel::HardRequirement` makes
+//! the crate fail rather than drop a right the kernel lacks, and the returned
+//! status must read `FullyEnforced` — anything else is an error.
+
+use crate::SandboxError;
+use landlock::{
+    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// The ABI whose rights we handle: Linux 6.15 (FS incl. ioctl_dev, TCP ports,
+/// scopes). Raising it is a deliberate, tested change.
+pub const TARGET_ABI: ABI = ABI::V7;
+
+/// Read and execute beneath a path.
+pub fn read_access() -> BitFlags<AccessFs> {
+    AccessFs::from_read(TARGET_ABI)
+}
+
+/// Every write right (create, remove, rename, truncate, ioctl on devices…).
+pub fn write_access() -> BitFlags<AccessFs> {
+    AccessFs::from_write(TARGET_ABI)
+}
+
+/// A rule's target: an `O_PATH` descriptor plus whether it is a directory.
+#[derive(Debug)]
+pub struct Target {
+    pub fd: OwnedFd,
+    pub is_dir: bool,
+}
+
+/// Opens `path` as an `O_PATH` descriptor. With `nofollow` a symlink as the
+/// last component is refused (reported as `Ok(None)`), so a rule never lands
+/// on whatever a link points to.
+pub fn open_target(path: &Path, nofollow: bool) -> Result<Option<Target>, std::io::Error> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    open_target_at(libc::AT_FDCWD, &c, nofollow)
+}
+
+/// `openat(dirfd, name, O_PATH|O_CLOEXEC[|O_NOFOLLOW])` plus the file type.
+pub fn open_target_at(
+    dirfd: libc::c_int,
+    name: &CString,
+    nofollow: bool,
+) -> Result<Option<Target>, std::io::Error> {
+    let mut flags = libc::O_PATH | libc::O_CLOEXEC;
+    if nofollow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    // SAFETY: `name` is a valid NUL-terminated string that outlives the call.
+    let fd = unsafe { libc::openat(dirfd, name.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by openat and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
+    // SAFETY: `st` points to writable memory of the right size; fd is live.
+    let rc = unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fstat succeeded, so the struct is initialised.
+    let mode = unsafe { st.assume_init() }.st_mode & libc::S_IFMT;
+    if mode == libc::S_IFLNK {
+        return Ok(None);
+    }
+    Ok(Some(Target {
+        fd,
+        is_dir: mode == libc::S_IFDIR,
+    }))
+}
+
+/// What a ruleset allows; everything else is denied.
+#[derive(Debug, Default)]
+pub struct LandlockRules {
+    /// (target, rights) pairs; rights are masked to the file rights for
+    /// non-directories.
+    pub grants: Vec<(Target, BitFlags<AccessFs>)>,
+    /// Handle TCP bind/connect (deny all but `connect_ports` / `bind_ports`).
+    pub restrict_tcp: bool,
+    pub connect_ports: Vec<u16>,
+    pub bind_ports: Vec<u16>,
+    /// Deny signals to processes outside the domain.
+    pub scope_signals: bool,
+    /// Deny connecting to abstract unix sockets created outside the domain.
+    pub scope_abstract_unix: bool,
+}
+
+impl LandlockRules {
+    /// Grants `access` beneath `path`, following symlinks in it (the caller
+    /// names a path it trusts). A missing path is an error.
+    pub fn grant_path(
+        &mut self,
+        path: &Path,
+        access: BitFlags<AccessFs>,
+    ) -> Result<(), SandboxError> {
+        match open_target(path, false) {
+            Ok(Some(t)) => {
+                self.grants.push((t, access));
+                Ok(())
+            }
+            Ok(None) => Err(SandboxError::step(
+                "landlock",
+                format!("{}: is a symlink", path.display()),
+            )),
+            Err(e) => Err(SandboxError::step(
+                "landlock",
+                format!("{}: {e}", path.display()),
+            )),
+        }
+    }
+
+    /// Builds the ruleset (cheap: one fd per rule, no I/O) without enforcing.
+    pub fn build(self) -> Result<RulesetCreated, SandboxError> {
+        let err = |e: landlock::RulesetError| SandboxError::step("landlock", e.to_string());
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::from_all(TARGET_ABI))
+            .map_err(err)?;
+        if self.restrict_tcp {
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(TARGET_ABI))
+                .map_err(err)?;
+        }
+        let mut scopes = BitFlags::<Scope>::EMPTY;
+        if self.scope_signals {
+            scopes |= Scope::Signal;
+        }
+        if self.scope_abstract_unix {
+            scopes |= Scope::AbstractUnixSocket;
+        }
+        if !scopes.is_empty() {
+            ruleset = ruleset.scope(scopes).map_err(err)?;
+        }
+        let mut created = ruleset.create().map_err(err)?;
+        let file_rights = AccessFs::from_file(TARGET_ABI);
+        for (target, access) in self.grants {
+            let access = if target.is_dir {
+                access
+            } else {
+                access & file_rights
+            };
+            if access.is_empty() {
+                continue;
+            }
+            created = created
+                .add_rule(PathBeneath::new(target.fd, access))
+                .map_err(err)?;
+        }
+        if self.restrict_tcp {
+            for port in self.connect_ports {
+                created = created
+                    .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+                    .map_err(err)?;
+            }
+            for port in self.bind_ports {
+                created = created
+                    .add_rule(NetPort::new(port, AccessNet::BindTcp))
+                    .map_err(err)?;
+            }
+        }
+        Ok(created)
+    }
+}
+
+/// Enforces a built ruleset on the calling thread (and its future children).
+/// Anything but full enforcement is an error. Sets no_new_privs as well.
+pub fn enforce(created: RulesetCreated) -> Result<(), SandboxError> {
+    let status = created
+        .no_new_privs(true)
+        .restrict_self()
+        .map_err(|e| SandboxError::step("landlock", e.to_string()))?;
+    if status.ruleset != RulesetStatus::FullyEnforced {
+        return Err(SandboxError::step(
+            "landlock",
+            format!(
+                "ruleset not fully enforced ({:?}, kernel {:?})",
+                status.ruleset, status.landlock
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Expands "everything under `/` except `excluded`" into the rules that grant
+/// `access` on every sibling along the way to each excluded path, and on
+/// nothing inside one. The excluded directories' ancestors are not granted
+/// themselves (Landlock rules cover whole hierarchies), so listing `/` or
+/// `/etc` is denied while opening any non-excluded path beneath works.
+/// Symlinks are never granted: they resolve to a target that is judged on its
+/// own path. Excluded paths are taken both as given and canonicalised.
+pub fn grant_all_except(
+    rules: &mut LandlockRules,
+    excluded: &[PathBuf],
+    access: BitFlags<AccessFs>,
+) -> Result<(), SandboxError> {
+    let mut ex: Vec<Vec<Vec<u8>>> = Vec::new();
+    for p in excluded {
+        if !p.is_absolute() {
+            return Err(SandboxError::step(
+                "landlock",
+                format!("excluded path {} is not absolute", p.display()),
+            ));
+        }
+        ex.push(components(p));
+        if let Ok(real) = std::fs::canonicalize(p) {
+            ex.push(components(&real));
+        }
+    }
+    if ex.iter().any(|c| c.is_empty()) {
+        return Ok(()); // "/" itself excluded: grant nothing.
+    }
+    let root = open_target(Path::new("/"), true)
+        .map_err(|e| SandboxError::step("landlock", format!("/: {e}")))?
+        .ok_or_else(|| SandboxError::step("landlock", "/ is a symlink".into()))?;
+    walk(rules, root.fd, &ex, 0, access)
+}
+
+fn components(p: &Path) -> Vec<Vec<u8>> {
+    p.components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(s) => Some(s.as_bytes().to_vec()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn walk(
+    rules: &mut LandlockRules,
+    dir: OwnedFd,
+    ex: &[Vec<Vec<u8>>],
+    depth: usize,
+    access: BitFlags<AccessFs>,
+) -> Result<(), SandboxError> {
+    let names = read_dir_names(&dir)
+        .map_err(|e| SandboxError::step("landlock", format!("listing for the allow-list: {e}")))?;
+    for name in names {
+        let here: Vec<&Vec<Vec<u8>>> = ex.iter().filter(|c| c[depth] == name).collect();
+        if here.iter().any(|c| c.len() == depth + 1) {
+            continue; // excluded itself
+        }
+        let c = match CString::new(name.clone()) {
+            Ok(c) => c,
+            Err(_) => continue,
+        };
+        let target = match open_target_at(dir.as_raw_fd(), &c, true) {
+            Ok(Some(t)) => t,
+            Ok(None) => continue, // symlink
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue, // raced away
+            Err(e) => {
+                return Err(SandboxError::step(
+                    "landlock",
+                    format!("{}: {e}", String::from_utf8_lossy(&name)),
+                ))
+            }
+        };
+        if here.is_empty() {
+            rules.grants.push((target, access));
+        } else if target.is_dir {
+            let sub: Vec<Vec<Vec<u8>>> = here.into_iter().cloned().collect();
+            walk(rules, target.fd, &sub, depth + 1, access)?;
+        }
+        // A non-directory on the way to an excluded path: not granted.
+    }
+    Ok(())
+}
+
+/// Entry names of a directory given as an `O_PATH` fd (via getdents64).
+fn read_dir_names(dir: &OwnedFd) -> Result<Vec<Vec<u8>>, std::io::Error> {
+    let dot = c".";
+    // SAFETY: reopening "." relative to a live directory fd with a static path.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            dot.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd was just returned by openat and is ours.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut names = Vec::new();
+    let mut buf = vec![0u8; 32 * 1024];
+    loop {
+        // SAFETY: buf is a live, writable buffer of buf.len() bytes.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                fd.as_raw_fd(),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if n == 0 {
+            break;
+        }
+        let n = n as usize;
+        let mut off = 0usize;
+        // linux_dirent64: u64 ino, i64 off, u16 reclen, u8 type, name\0
+        while off + 19 <= n {
+            let reclen = u16::from_ne_bytes([buf[off + 16], buf[off + 17]]) as usize;
+            if reclen == 0 || off + reclen > n {
+                break;
+            }
+            let name_bytes = &buf[off + 19..off + reclen];
+            let len = name_bytes
+                .iter()
+                .position(|&b| b == 0)
+                .unwrap_or(name_bytes.len());
+            let name = &name_bytes[..len];
+            if name != b"." && name != b".." {
+                names.push(name.to_vec());
+            }
+            off += reclen;
+        }
+    }
+    Ok(names)
+}

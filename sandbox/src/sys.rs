@@ -1,0 +1,94 @@
+//! Thin wrappers over the few raw system calls the confinement steps need.
+//! Each wrapper keeps its `unsafe` to one line and turns `-1` into the errno.
+
+use std::io;
+
+fn check(rc: libc::c_long) -> io::Result<libc::c_long> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// prctl with integer arguments only (no pointers).
+pub fn prctl(option: libc::c_int, a: libc::c_ulong, b: libc::c_ulong) -> io::Result<libc::c_int> {
+    // SAFETY: every prctl option called through this wrapper takes integer
+    // arguments only; no memory is passed to the kernel.
+    let rc = unsafe { libc::prctl(option, a, b, 0 as libc::c_ulong, 0 as libc::c_ulong) };
+    check(rc as libc::c_long).map(|r| r as libc::c_int)
+}
+
+pub fn unshare(flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: unshare takes only an integer flag set.
+    check(unsafe { libc::unshare(flags) } as libc::c_long).map(|_| ())
+}
+
+pub fn setns(fd: libc::c_int, nstype: libc::c_int) -> io::Result<()> {
+    // SAFETY: setns takes an fd and an integer; a bad fd is an error, not UB.
+    check(unsafe { libc::setns(fd, nstype) } as libc::c_long).map(|_| ())
+}
+
+pub fn setgroups(groups: &[libc::gid_t]) -> io::Result<()> {
+    // SAFETY: the pointer and length describe a live slice of gid_t.
+    check(unsafe { libc::setgroups(groups.len(), groups.as_ptr()) } as libc::c_long).map(|_| ())
+}
+
+pub fn setresgid(gid: libc::gid_t) -> io::Result<()> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::setresgid(gid, gid, gid) } as libc::c_long).map(|_| ())
+}
+
+pub fn setresuid(uid: libc::uid_t) -> io::Result<()> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::setresuid(uid, uid, uid) } as libc::c_long).map(|_| ())
+}
+
+pub fn getresuid() -> io::Result<(u32, u32, u32)> {
+    let (mut r, mut e, mut s) = (0, 0, 0);
+    // SAFETY: the three pointers are to live local u32s.
+    check(unsafe { libc::getresuid(&mut r, &mut e, &mut s) } as libc::c_long)?;
+    Ok((r, e, s))
+}
+
+pub fn getresgid() -> io::Result<(u32, u32, u32)> {
+    let (mut r, mut e, mut s) = (0, 0, 0);
+    // SAFETY: the three pointers are to live local u32s.
+    check(unsafe { libc::getresgid(&mut r, &mut e, &mut s) } as libc::c_long)?;
+    Ok((r, e, s))
+}
+
+pub fn getgroups_count() -> io::Result<usize> {
+    // SAFETY: size 0 with a null pointer only asks for the count.
+    check(unsafe { libc::getgroups(0, std::ptr::null_mut()) } as libc::c_long).map(|n| n as usize)
+}
+
+/// close_range(first, last, flags).
+pub fn close_range(first: u32, last: u32, flags: libc::c_uint) -> io::Result<()> {
+    // SAFETY: integer arguments only; closing fds we own is the intent.
+    check(unsafe { libc::syscall(libc::SYS_close_range, first, last, flags) }).map(|_| ())
+}
+
+pub fn dup2(old: libc::c_int, new: libc::c_int) -> io::Result<()> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::dup2(old, new) } as libc::c_long).map(|_| ())
+}
+
+pub fn setrlimit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
+    let lim = libc::rlimit {
+        rlim_cur: value as libc::rlim_t,
+        rlim_max: value as libc::rlim_t,
+    };
+    // SAFETY: the pointer is to a live local rlimit.
+    check(unsafe { libc::setrlimit(resource, &lim) } as libc::c_long).map(|_| ())
+}
+
+pub fn getpid() -> libc::pid_t {
+    // SAFETY: getpid cannot fail and takes no arguments.
+    unsafe { libc::getpid() }
+}
+
+pub fn setsid() -> io::Result<()> {
+    // SAFETY: no arguments.
+    check(unsafe { libc::setsid() } as libc::c_long).map(|_| ())
+}
