@@ -164,6 +164,9 @@ fn base_allow_list(rules: &mut Rules, pid: i32) -> Result<(), SandboxError> {
         libc::SYS_tgkill,
         vec![rule(vec![arg32(0, SeccompCmpOp::Eq, pid as u32 as u64)?])?],
     );
+    // Becoming (or checking being) non-dumpable is harmless and callers do it
+    // after confinement; no other prctl here (the gateway adds thread names).
+    rules.insert(libc::SYS_prctl, prctl_dumpable_rules()?);
     // isatty() and non-blocking toggles; no TIOCSTI or device ioctls.
     rules.insert(
         libc::SYS_ioctl,
@@ -175,6 +178,21 @@ fn base_allow_list(rules: &mut Rules, pid: i32) -> Result<(), SandboxError> {
         ],
     );
     Ok(())
+}
+
+/// prctl(PR_SET_DUMPABLE, 0) and prctl(PR_GET_DUMPABLE) only.
+fn prctl_dumpable_rules() -> Result<Vec<SeccompRule>, SandboxError> {
+    Ok(vec![
+        rule(vec![
+            arg32(0, SeccompCmpOp::Eq, libc::PR_SET_DUMPABLE as u64)?,
+            arg64(1, SeccompCmpOp::Eq, 0)?,
+        ])?,
+        rule(vec![arg32(
+            0,
+            SeccompCmpOp::Eq,
+            libc::PR_GET_DUMPABLE as u64,
+        )?])?,
+    ])
 }
 
 /// The agent: no exec, no new processes or threads, no sockets, no ptrace,
@@ -232,13 +250,18 @@ pub fn gateway_programs(pid: i32) -> Result<Vec<BpfProgram>, SandboxError> {
     );
     // Thread names only (PR_SET_NAME / PR_GET_NAME); no dumpable or
     // capability changes.
-    rules.insert(
-        libc::SYS_prctl,
-        vec![
-            rule(vec![arg32(0, SeccompCmpOp::Eq, libc::PR_SET_NAME as u64)?])?,
-            rule(vec![arg32(0, SeccompCmpOp::Eq, libc::PR_GET_NAME as u64)?])?,
-        ],
-    );
+    let mut prctl = prctl_dumpable_rules()?;
+    prctl.push(rule(vec![arg32(
+        0,
+        SeccompCmpOp::Eq,
+        libc::PR_SET_NAME as u64,
+    )?])?);
+    prctl.push(rule(vec![arg32(
+        0,
+        SeccompCmpOp::Eq,
+        libc::PR_GET_NAME as u64,
+    )?])?);
+    rules.insert(libc::SYS_prctl, prctl);
     // Stream sockets in AF_INET/AF_INET6 only (type masked of NONBLOCK/CLOEXEC):
     // no UDP (Landlock does not restrict it on this ABI), no raw, no unix.
     let mut socket_rules = Vec::new();

@@ -119,6 +119,15 @@ fn try_setuid0() -> String {
     }
 }
 
+fn try_dumpable() -> String {
+    // SAFETY: integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } < 0 {
+        last_err()
+    } else {
+        "ok".into()
+    }
+}
+
 fn report(out: &mut impl Write, name: &str, res: String) {
     writeln!(out, "{name} {res}").unwrap();
     out.flush().unwrap();
@@ -139,6 +148,12 @@ fn probe_agent(args: &[String]) {
     }
     let mut out = std::io::stdout();
     report(&mut out, "confined", "ok".into());
+    report(
+        &mut out,
+        "set_non_dumpable_again",
+        io_res(sysward_sandbox::set_non_dumpable().map_err(std::io::Error::other)),
+    );
+    report(&mut out, "make_dumpable", try_dumpable());
     report(&mut out, "read_allowed", try_open(allowed));
     report(&mut out, "open_shadow", try_open("/etc/shadow"));
     report(&mut out, "open_sysward", try_open(secret));
@@ -187,6 +202,12 @@ fn probe_gateway(args: &[String]) {
     }
     let mut out = std::io::stdout();
     report(&mut out, "confined", "ok".into());
+    report(
+        &mut out,
+        "set_non_dumpable_again",
+        io_res(sysward_sandbox::set_non_dumpable().map_err(std::io::Error::other)),
+    );
+    report(&mut out, "make_dumpable", try_dumpable());
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -355,6 +376,8 @@ fn test_agent(dir: &Path) -> bool {
     let mut p = run_probe("probe-agent", &args);
     let pid = p.child.id();
     let mut ok = expect(&p, "confined", &["ok"]);
+    ok &= expect(&p, "set_non_dumpable_again", &["ok"]);
+    ok &= expect(&p, "make_dumpable", &["EPERM"]);
     ok &= expect(&p, "read_allowed", &["ok"]);
     ok &= expect(&p, "open_shadow", &["EACCES"]);
     ok &= expect(&p, "open_sysward", &["EACCES"]);
@@ -452,6 +475,8 @@ fn test_gateway() -> bool {
     let mut p = run_probe("probe-gateway", &args);
     let pid = p.child.id();
     let mut ok = expect(&p, "confined", &["ok"]);
+    ok &= expect(&p, "set_non_dumpable_again", &["ok"]);
+    ok &= expect(&p, "make_dumpable", &["EPERM"]);
     ok &= expect(&p, "runtime", &["ok"]);
     ok &= expect(&p, "connect_api_port", &["ok"]);
     ok &= expect(&p, "connect_other_port", &["EACCES"]);
