@@ -165,21 +165,8 @@ impl Gateway {
         }
 
         // Trust roots: only what the broker passed; nothing is read from /etc.
-        let mut roots = Vec::new();
-        for (what, pem) in [
-            ("system roots", &setup.system_roots_pem),
-            ("extra roots", &setup.extra_roots_pem),
-        ] {
-            if pem.iter().all(|b| b.is_ascii_whitespace()) {
-                continue;
-            }
-            let certs = Certificate::from_pem_bundle(pem)
-                .map_err(|e| bad(format!("cannot read the {what} PEM bundle: {e}")))?;
-            if certs.is_empty() {
-                return Err(bad(format!("the {what} PEM bundle holds no certificate")));
-            }
-            roots.extend(certs);
-        }
+        let mut roots = load_roots("system roots", &setup.system_roots_pem, true)?;
+        roots.extend(load_roots("extra roots", &setup.extra_roots_pem, false)?);
         if https && roots.is_empty() {
             return Err(bad(
                 "API_URL is https but no trust roots were passed: the broker must send the system \
@@ -335,8 +322,8 @@ impl Gateway {
         ModelReply::Http {
             status,
             retry_after,
-            content_type,
-            body,
+            content_type: scrub(&content_type, &self.key),
+            body: scrub_bytes(body, &self.key),
         }
     }
 
@@ -436,8 +423,77 @@ impl Gateway {
     }
 }
 
+/// Keys shorter than this are not searched for in response bodies: masking
+/// every occurrence of a short string would corrupt ordinary text.
+pub const SCRUB_BODY_MIN_KEY: usize = 8;
+
+/// A server that echoes the key (some print it in an "invalid key" error) must
+/// not hand it to the agent: every occurrence in the body is masked.
+fn scrub_bytes(body: Vec<u8>, key: &str) -> Vec<u8> {
+    let key = key.as_bytes();
+    if key.len() < SCRUB_BODY_MIN_KEY || body.len() < key.len() {
+        return body;
+    }
+    if !body.windows(key.len()).any(|w| w == key) {
+        return body;
+    }
+    let masked = mask(&String::from_utf8_lossy(key));
+    let mut out = Vec::with_capacity(body.len());
+    let mut i = 0;
+    while i < body.len() {
+        if body[i..].starts_with(key) {
+            out.extend_from_slice(masked.as_bytes());
+            i += key.len();
+        } else {
+            out.push(body[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
 fn failed(kind: ModelFailure, message: String) -> ModelReply {
     ModelReply::Failed { kind, message }
+}
+
+/// Reads a PEM bundle into trust anchors. A certificate rustls cannot use as a
+/// root is skipped in the system bundle (`lenient`: one odd entry must not
+/// break every session) and refused in the operator's extra roots.
+fn load_roots(what: &str, pem: &[u8], lenient: bool) -> Result<Vec<Certificate>, SetupError> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::CertificateDer;
+    if pem.iter().all(|b| b.is_ascii_whitespace()) {
+        return Ok(Vec::new());
+    }
+    let mut roots = Vec::new();
+    for (i, item) in CertificateDer::pem_slice_iter(pem).enumerate() {
+        let der = item.map_err(|e| {
+            bad(format!(
+                "cannot read the {what} PEM bundle at certificate {}: {e}",
+                i + 1
+            ))
+        })?;
+        match webpki::anchor_from_trusted_cert(&der) {
+            Ok(_) => roots.push(
+                Certificate::from_der(&der)
+                    .map_err(|e| bad(format!("certificate {} of the {what}: {e}", i + 1)))?,
+            ),
+            Err(_) if lenient => {}
+            Err(e) => {
+                return Err(bad(format!(
+                    "certificate {} of the {what} is not a usable root certificate ({e}); \
+                     check the PEM file",
+                    i + 1
+                )))
+            }
+        }
+    }
+    if roots.is_empty() {
+        return Err(bad(format!(
+            "the {what} PEM bundle holds no usable certificate"
+        )));
+    }
+    Ok(roots)
 }
 
 /// `ip:port`, `[v6]:port` or a bare IP (then the API port). A port other than

@@ -45,8 +45,7 @@ fn imf_fixdate(s: &str) -> Option<i64> {
     if parts.next()? != "GMT" || parts.next().is_some() || hms.next().is_some() {
         return None;
     }
-    if !(1..=31).contains(&day) || h > 23 || m > 59 || sec > 60 || !(1970..=9999).contains(&year)
-    {
+    if !(1..=31).contains(&day) || h > 23 || m > 59 || sec > 60 || !(1970..=9999).contains(&year) {
         return None;
     }
     Some(days_from_civil(year, month, day) * 86_400 + h * 3600 + m * 60 + sec)
