@@ -1,0 +1,487 @@
+//! One agent session: handshake, state, model calls, compaction, and the
+//! dispatch to tasks or CLI mode.
+
+use crate::client::{Client, Completion, ModelError};
+use crate::context::{self, Estimator};
+use crate::conversation::{self, Msg, Role};
+use crate::link::{Link, Stop};
+use crate::prompt::{self, PromptParts};
+use crate::state::{ContextFile, RecentMsg};
+use crate::toolcall::strip_think;
+use crate::tools;
+use serde_json::{json, Value};
+use std::time::Duration;
+use sysward_ipc::agent::{AgentEvent, SessionMode, SessionSetup, StateFile, ToolCalling};
+use sysward_ipc::Channel;
+
+/// Knobs of the harness (defaults suit production; tests shorten the sleeps).
+pub struct Options {
+    pub build: String,
+    pub sleep: Box<dyn FnMut(Duration)>,
+    /// Ask the server to stream (the gateway collects the stream).
+    pub stream: bool,
+    /// Observation cap per step, characters.
+    pub per_step_chars: usize,
+    /// Observation cap per task or message, characters.
+    pub per_task_chars: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            build: sysward_ipc::BUILD_VERSION.to_string(),
+            sleep: Box::new(std::thread::sleep),
+            stream: false,
+            per_step_chars: 12_000,
+            per_task_chars: 48_000,
+        }
+    }
+}
+
+/// How the session ended, for the process exit status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionEnd {
+    pub exit_code: i32,
+    pub reason: String,
+}
+
+/// An error that ends a turn.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TurnError {
+    #[error(transparent)]
+    Stop(#[from] Stop),
+    #[error("model error: {0}")]
+    Model(String),
+}
+
+impl From<ModelError> for TurnError {
+    fn from(e: ModelError) -> Self {
+        match e {
+            ModelError::Stop(s) => TurnError::Stop(s),
+            other => TurnError::Model(other.to_string()),
+        }
+    }
+}
+
+pub struct Session {
+    pub link: Link,
+    pub setup: SessionSetup,
+    pub client: Client,
+    pub opts_per_step: usize,
+    pub opts_per_task: usize,
+    /// Native tool calling right now (auto may switch it off for the session).
+    pub native: bool,
+    pub msgs: Vec<Msg>,
+    pub memory: String,
+    pub state: ContextFile,
+    /// Messages of the previous session not yet folded into the summary.
+    pub previous: Vec<RecentMsg>,
+    pub est: Estimator,
+    pub context_size: Option<u64>,
+    /// The task or message being worked on (repeated after a compaction).
+    pub current_input: String,
+    pub call_seq: u64,
+    /// Observation characters per step, for the overhead report.
+    pub step_observations: Vec<usize>,
+    pub redactions: u64,
+    pub tools_json_bytes: usize,
+}
+
+impl Session {
+    pub fn tasks_mode(&self) -> bool {
+        matches!(self.setup.mode, SessionMode::Tasks { .. })
+    }
+
+    pub fn system_prompt(&self) -> String {
+        prompt::build(&PromptParts {
+            setup: &self.setup,
+            native_tools: self.native,
+            memory: &self.memory,
+            summary: &self.state.summary,
+            previous: &self.previous,
+            context_size: self.context_size,
+        })
+    }
+
+    /// Bytes of the next request (system prompt, history, tool schemas).
+    pub fn request_bytes(&self) -> usize {
+        self.system_prompt().len()
+            + self.msgs.iter().map(Msg::weight).sum::<usize>()
+            + if self.native {
+                self.tools_json_bytes
+            } else {
+                0
+            }
+    }
+
+    pub fn estimated_tokens(&self) -> u64 {
+        self.est.estimate(self.request_bytes())
+    }
+
+    pub fn usage_line(&self) -> String {
+        let used = self.estimated_tokens();
+        match self.context_size {
+            Some(n) => format!(
+                "context: ~{used} of {n} tokens ({:.0} %), {}{}",
+                used as f64 * 100.0 / n.max(1) as f64,
+                self.est.label(),
+                self.est
+                    .reported
+                    .map(|r| format!("; last prompt reported by server: {r}"))
+                    .unwrap_or_default()
+            ),
+            None => format!("context: ~{used} tokens of UNKNOWN, {}", self.est.label()),
+        }
+    }
+
+    pub fn next_call_id(&mut self) -> String {
+        self.call_seq += 1;
+        format!("c{}", self.call_seq)
+    }
+
+    pub fn save_context(&mut self) -> Result<(), Stop> {
+        let mut recent: Vec<RecentMsg> = self.previous.clone();
+        recent.extend(self.msgs.iter().map(|m| RecentMsg {
+            role: match m.role {
+                Role::User if m.is_result => "tool".into(),
+                Role::User => "user".into(),
+                Role::Assistant => "assistant".into(),
+                Role::Tool => "tool".into(),
+            },
+            content: crate::redact::redact(&m.as_text()).text,
+        }));
+        self.state.set_recent(recent);
+        let bytes = self.state.to_bytes();
+        self.link.save_state(StateFile::Context, bytes)
+    }
+
+    pub fn save_memory(&mut self) -> Result<(), Stop> {
+        let bytes = self.memory.clone().into_bytes();
+        self.link.save_state(StateFile::Memory, bytes)
+    }
+
+    pub fn reload_memory(&mut self) -> Result<(), Stop> {
+        let m = self.link.load_state(StateFile::Memory)?;
+        self.memory = m
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        Ok(())
+    }
+
+    fn chat_body(&self, system: &str, msgs: &[Msg], with_tools: bool) -> Value {
+        let mut body = json!({
+            "model": self.setup.model.model,
+            "messages": conversation::render(system, msgs, self.native),
+            "stream": self.client.stream,
+        });
+        if self.client.stream {
+            body["stream_options"] = json!({"include_usage": true});
+        }
+        if with_tools && self.native {
+            body["tools"] = tools::native_tools();
+        }
+        body
+    }
+
+    /// One model call for the conversation: switches to the text protocol when
+    /// the server rejects tools (auto), compacts and retries once when the
+    /// server says the context is exceeded.
+    pub fn complete(&mut self) -> Result<Completion, TurnError> {
+        let mut compacted_retry = false;
+        loop {
+            let system = self.system_prompt();
+            let body = self.chat_body(&system, &self.msgs, true);
+            let bytes = self.request_bytes();
+            match self.client.chat(&mut self.link, &body) {
+                Ok(c) => {
+                    if let Some(p) = c.prompt_tokens {
+                        self.est.calibrate(bytes, p);
+                        self.link.event(AgentEvent::Usage {
+                            prompt_tokens: p,
+                            completion_tokens: c.completion_tokens.unwrap_or(0),
+                        })?;
+                    }
+                    if c.finish_reason.as_deref() == Some("length") {
+                        self.link
+                            .warn("the model's reply was cut at its output limit")?;
+                    }
+                    return Ok(c);
+                }
+                Err(ModelError::ToolsUnsupported(msg))
+                    if self.native && self.setup.model.tool_calling == ToolCalling::Auto =>
+                {
+                    self.native = false;
+                    self.link.warn(format!(
+                        "{msg}: switching to the text tool protocol for the rest of the session"
+                    ))?;
+                    self.state
+                        .journal("warning", "native tools rejected: text protocol");
+                }
+                Err(ModelError::ToolsUnsupported(msg)) => {
+                    return Err(TurnError::Model(format!(
+                        "{msg} — set TOOL_CALLING=json (or auto) in init.conf"
+                    )));
+                }
+                Err(ModelError::ContextExceeded(msg)) if !compacted_retry => {
+                    compacted_retry = true;
+                    self.link
+                        .warn(format!("{msg}: compacting the context and retrying once"))?;
+                    if !self.compact(true)? {
+                        let keep = self.msgs.len().saturating_sub(2);
+                        let n = context::mark_old_outputs(&mut self.msgs, keep);
+                        self.link
+                            .warn(format!("replaced {n} old tool output(s) with a marker"))?;
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Compacts when the estimate reaches 80 % (or 95 %: markers) of a known context.
+    pub fn maybe_compact(&mut self) -> Result<(), TurnError> {
+        let Some(ctx) = self.context_size else {
+            return Ok(());
+        };
+        let used = self.estimated_tokens() as f64;
+        if used < context::COMPACT_AT * ctx as f64 {
+            return Ok(());
+        }
+        let _ = self.compact(false)?;
+        let used = self.estimated_tokens() as f64;
+        if used >= context::MARKER_AT * ctx as f64 {
+            let keep = self.msgs.len().saturating_sub(2);
+            let n = context::mark_old_outputs(&mut self.msgs, keep);
+            self.link.warn(format!(
+                "context still at {:.0} % after compaction: {n} old tool output(s) replaced by a marker",
+                used * 100.0 / ctx as f64
+            ))?;
+        }
+        Ok(())
+    }
+
+    /// Folds the old part of the history (and the previous session's messages)
+    /// into the summary. Returns whether anything was compacted.
+    pub fn compact(&mut self, forced: bool) -> Result<bool, TurnError> {
+        let ctx_bytes = self
+            .context_size
+            .map(|n| (n as f64 * context::BYTES_PER_TOKEN) as usize);
+        let total: usize = self.msgs.iter().map(Msg::weight).sum();
+        let recent_bytes = match ctx_bytes {
+            Some(b) => (b as f64 * context::RECENT_SHARE) as usize,
+            None => total / 4,
+        };
+        let split = context::split_point(&self.msgs, recent_bytes);
+        if split.is_none() && self.previous.is_empty() {
+            if forced {
+                self.link.info("nothing to compact yet")?;
+            }
+            return Ok(false);
+        }
+        let k = split.unwrap_or(0);
+        let mut history: String = self
+            .previous
+            .iter()
+            .map(|m| format!("{}: {}", m.role, m.content))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for m in &self.msgs[..k] {
+            history.push('\n');
+            history.push_str(&crate::redact::redact(&m.as_text()).text);
+        }
+        let chunk_max = ctx_bytes.map(|b| b / 2).unwrap_or(96 << 10);
+        let journal = self.state.unsummarized_journal();
+        let mut summary = self.state.summary.clone();
+        let system = context::summary_system();
+        let chunks = context::chunks(&history, chunk_max);
+        let n_chunks = chunks.len();
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            let user = context::summary_user(&summary, if i == 0 { &journal } else { "" }, &chunk);
+            let body = self.chat_body(&system, &[Msg::user(user)], false);
+            let c = match self.client.chat(&mut self.link, &body) {
+                Ok(c) => c,
+                Err(ModelError::Stop(s)) => return Err(s.into()),
+                Err(e) => {
+                    self.link.warn(format!("context compaction failed: {e}"))?;
+                    return Ok(false);
+                }
+            };
+            let text = strip_think(&c.content);
+            if let Err(missing) = context::summary_valid(&text) {
+                self.link.warn(format!(
+                    "context compaction failed: {} missing sections ({}); old tool outputs will be trimmed instead",
+                    missing.len(),
+                    missing.join(", ")
+                ))?;
+                return Ok(false);
+            }
+            summary = text;
+            if n_chunks > 1 {
+                self.link
+                    .info(format!("compaction: part {}/{n_chunks} summarized", i + 1))?;
+            }
+        }
+        self.state.summary = crate::redact::redact(&summary).text;
+        self.state.compactions += 1;
+        self.state.mark_journal_summarized();
+        self.previous.clear();
+        self.msgs.drain(..k);
+        let starts_with_user = self
+            .msgs
+            .first()
+            .is_some_and(|m| m.role == Role::User && !m.is_result);
+        if !starts_with_user && !self.current_input.is_empty() {
+            self.msgs.insert(
+                0,
+                Msg::user(format!(
+                    "[sysward] Earlier steps were summarized in CONTEXTO HISTÓRICO. Current task, repeated:\n{}",
+                    self.current_input
+                )),
+            );
+        }
+        self.state.journal(
+            "compaction",
+            &format!(
+                "compaction {} ({} messages folded)",
+                self.state.compactions, k
+            ),
+        );
+        self.link.info(format!(
+            "context compacted ({} so far); {}",
+            self.state.compactions,
+            self.usage_line()
+        ))?;
+        self.save_context()?;
+        Ok(true)
+    }
+}
+
+/// Runs a whole session over `chan`: the library entry point.
+pub fn run(chan: Channel, opts: Options) -> SessionEnd {
+    let mut link = Link::new(chan);
+    let setup = match link.hello(&opts.build) {
+        Ok(s) => s,
+        Err(e) => {
+            return SessionEnd {
+                exit_code: 1,
+                reason: format!("handshake: {e}"),
+            }
+        }
+    };
+    let native = setup.model.tool_calling != ToolCalling::Json;
+    let mut s = Session {
+        link,
+        client: Client {
+            sleep: opts.sleep,
+            stream: opts.stream,
+        },
+        opts_per_step: opts.per_step_chars,
+        opts_per_task: opts.per_task_chars,
+        native,
+        msgs: Vec::new(),
+        memory: String::new(),
+        state: ContextFile::fresh(),
+        previous: Vec::new(),
+        est: Estimator::default(),
+        context_size: None,
+        current_input: String::new(),
+        call_seq: 0,
+        step_observations: Vec::new(),
+        redactions: 0,
+        tools_json_bytes: tools::native_tools().to_string().len(),
+        setup,
+    };
+    let result = start(&mut s).and_then(|()| match s.setup.mode {
+        SessionMode::Tasks { rerun } => crate::tasks::run_tasks(&mut s, rerun),
+        SessionMode::Cli => crate::cli::run_cli(&mut s),
+    });
+    finish(&mut s, result)
+}
+
+fn start(s: &mut Session) -> Result<(), Stop> {
+    s.reload_memory()?;
+    let ctx = s.link.load_state(StateFile::Context)?;
+    let (state, warnings) = ContextFile::load(ctx.as_deref());
+    s.state = state;
+    s.previous = std::mem::take(&mut s.state.recent);
+    let corrupt = s.state.corrupt_previous.is_some();
+    for w in warnings {
+        s.link.warn(w)?;
+    }
+    if corrupt {
+        s.save_context()?;
+    }
+    s.context_size = match s.setup.model.context_size.filter(|n| *n > 0) {
+        Some(n) => Some(n),
+        None => {
+            let model = s.setup.model.model.clone();
+            let n = s.client.discover_context(&mut s.link, &model)?;
+            if n.is_none() {
+                s.link.warn(
+                    "context size UNKNOWN: the server does not report it; set CONTEXT_SIZE in init.conf",
+                )?;
+            }
+            n
+        }
+    };
+    let mode = if s.tasks_mode() { "tasks" } else { "cli" };
+    s.state.journal(
+        "session",
+        &format!("session {} start ({mode})", s.setup.session_id),
+    );
+    // The previous session's messages must fit in ~20 % of the context.
+    if let Some(n) = s.context_size {
+        let prev: usize = s
+            .previous
+            .iter()
+            .map(|m| m.content.len() + 16)
+            .sum::<usize>()
+            + s.state.summary.len();
+        if Estimator::raw(prev) as f64 > 0.20 * n as f64 {
+            match s.compact(false) {
+                Ok(_) => {}
+                Err(TurnError::Stop(st)) => return Err(st),
+                Err(TurnError::Model(m)) => {
+                    s.link.warn(format!("context compaction failed: {m}"))?
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn finish(s: &mut Session, result: Result<SessionEnd, Stop>) -> SessionEnd {
+    match result {
+        Ok(end) => {
+            s.state
+                .journal("session", &format!("session end: {}", end.reason));
+            let _ = s.save_context();
+            s.link.shutdown(&end.reason);
+            end
+        }
+        Err(Stop::Goodbye(reason)) => {
+            // The broker ends the session: save what we can, then go.
+            s.state
+                .journal("session", &format!("session ended by the broker: {reason}"));
+            let _ = s.save_context();
+            SessionEnd {
+                exit_code: 0,
+                reason: format!("goodbye: {reason}"),
+            }
+        }
+        Err(Stop::Cancelled) => {
+            s.state
+                .journal("session", "session cancelled by the operator");
+            let _ = s.save_context();
+            s.link.shutdown("cancelled by the operator");
+            SessionEnd {
+                exit_code: 130,
+                reason: "cancelled by the operator".into(),
+            }
+        }
+        Err(e) => SessionEnd {
+            exit_code: 1,
+            reason: e.to_string(),
+        },
+    }
+}

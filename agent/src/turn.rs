@@ -1,0 +1,514 @@
+//! The loop of one task or message: model → tool calls → broker → results → …
+//! until a reply without calls, with the step budget, loop guard, checkpoints
+//! and observation caps.
+
+use crate::conversation::{Call, Msg};
+use crate::link::Stop;
+use crate::memory;
+use crate::observe::{self, Budget};
+use crate::session::{Session, TurnError};
+use crate::toolcall::{self, strip_think};
+use crate::tools::{self, ToolMeta};
+use serde_json::{Map, Value};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::time::Instant;
+use sysward_ipc::agent::{AgentEvent, ToolRequest, ToolResult, ToolStatus};
+
+/// Step at which the model is asked whether it has enough evidence.
+pub const CHECKPOINT_STEP: u32 = 6;
+/// Identical call + identical result: warn at the 3rd, stop at the 5th.
+pub const LOOP_WARN: u32 = 3;
+pub const LOOP_BLOCK: u32 = 5;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// A reply without tool calls.
+    Answer { text: String, steps: u32 },
+    /// The step budget ran out while the model still wanted tools.
+    Incomplete { steps: u32, last_text: String },
+    /// The loop guard stopped it.
+    Blocked { reason: String, steps: u32 },
+}
+
+fn hash_of(parts: &[&str]) -> u64 {
+    let mut h = DefaultHasher::new();
+    for p in parts {
+        p.hash(&mut h);
+        0xffu8.hash(&mut h);
+    }
+    h.finish()
+}
+
+/// Call identity: tool name and canonical (key-sorted) arguments.
+pub fn call_key(tool: &str, args: &Map<String, Value>) -> u64 {
+    hash_of(&[tool, &Value::Object(args.clone()).to_string()])
+}
+
+pub fn result_key(r: &ToolResult) -> u64 {
+    hash_of(&[
+        r.status.as_str(),
+        &format!("{:?}/{:?}", r.exit_code, r.signal),
+        &r.stdout,
+        &r.stderr,
+        &r.message,
+    ])
+}
+
+fn failed(status: ToolStatus) -> bool {
+    !matches!(status, ToolStatus::Ok)
+}
+
+/// What the loop guard says after a result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Fine,
+    Warn(u32),
+    Block(u32),
+}
+
+#[derive(Debug, Default)]
+pub struct LoopGuard {
+    pairs: HashMap<(u64, u64), u32>,
+    /// Per call: (failed, result) of its runs, oldest first.
+    runs: HashMap<u64, Vec<(bool, u64)>>,
+}
+
+impl LoopGuard {
+    /// Refuses a call whose last two runs failed the same way.
+    pub fn precheck(&self, call: u64) -> bool {
+        match self.runs.get(&call) {
+            Some(r) if r.len() >= 2 => {
+                let a = r[r.len() - 1];
+                let b = r[r.len() - 2];
+                a.0 && b.0 && a.1 == b.1
+            }
+            _ => false,
+        }
+    }
+
+    pub fn record(&mut self, call: u64, result: u64, failed: bool) -> Verdict {
+        self.runs.entry(call).or_default().push((failed, result));
+        let n = self.pairs.entry((call, result)).or_insert(0);
+        *n += 1;
+        match *n {
+            n if n >= LOOP_BLOCK => Verdict::Block(n),
+            n if n >= LOOP_WARN => Verdict::Warn(n),
+            _ => Verdict::Fine,
+        }
+    }
+}
+
+/// The last `TASK_STATUS:` line of an answer.
+pub fn task_status(text: &str) -> Option<&'static str> {
+    text.lines().rev().find_map(|l| {
+        let t = l
+            .trim()
+            .trim_matches(|c: char| c == '*' || c == '`' || c == '_' || c == '#' || c == ' ');
+        let up = t.to_ascii_uppercase();
+        let rest = up
+            .strip_prefix("TASK_STATUS")?
+            .trim_start_matches([' ', ':', '*'])
+            .trim();
+        let word: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphabetic())
+            .collect();
+        match word.as_str() {
+            "DONE" => Some("DONE"),
+            "BLOCKED" => Some("BLOCKED"),
+            "FAILED" => Some("FAILED"),
+            _ => None,
+        }
+    })
+}
+
+/// `CONFLICT:` lines of an answer.
+pub fn conflicts(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            let t = l.trim().trim_start_matches(['*', '-', ' ']);
+            t.strip_prefix("CONFLICT:").map(|c| c.trim().to_string())
+        })
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+struct Pending {
+    id: String,
+    tool: String,
+    arguments: String,
+}
+
+/// One executed (or refused) call, ready for the history.
+struct Done {
+    id: String,
+    text: String,
+    failed: bool,
+    verdict: Verdict,
+}
+
+impl Session {
+    /// Runs one task or operator message to its end.
+    pub fn run_turn(&mut self, input: &str, task: Option<&str>) -> Result<TurnEnd, TurnError> {
+        self.current_input = input.to_string();
+        self.msgs.push(Msg::user(input));
+        let max = self.setup.max_steps.max(1);
+        let mut guard = LoopGuard::default();
+        let mut budget = Budget::new(self.opts_per_step, self.opts_per_task);
+        let mut consecutive_failures = 0u32;
+        let mut status_asked = false;
+        let mut step = 0u32;
+        loop {
+            step += 1;
+            self.link.event(AgentEvent::Step {
+                task: task.map(str::to_string),
+                step: step.min(max),
+                max,
+            })?;
+            self.maybe_compact()?;
+            let c = self.complete()?;
+            let content = strip_think(&c.content);
+            let parsed = toolcall::parse(&content);
+            let (pending, errors, shown, native_calls) = if !c.calls.is_empty() {
+                let calls: Vec<Call> = c
+                    .calls
+                    .iter()
+                    .map(|k| Call {
+                        id: k.id.clone(),
+                        tool: k.tool.clone(),
+                        arguments: k.arguments.clone(),
+                    })
+                    .collect();
+                let pending = calls
+                    .iter()
+                    .map(|k| Pending {
+                        id: k.id.clone(),
+                        tool: k.tool.clone(),
+                        arguments: k.arguments.clone(),
+                    })
+                    .collect::<Vec<_>>();
+                (pending, Vec::new(), parsed.text.clone(), calls)
+            } else {
+                let pending = parsed
+                    .calls
+                    .iter()
+                    .map(|k| Pending {
+                        id: String::new(),
+                        tool: k.tool.clone(),
+                        arguments: k.arguments.clone(),
+                    })
+                    .collect::<Vec<_>>();
+                (
+                    pending,
+                    parsed.errors.clone(),
+                    parsed.text.clone(),
+                    Vec::new(),
+                )
+            };
+            let native_turn = !native_calls.is_empty();
+            // History keeps the think-stripped content; native calls ride along.
+            let history_content = if native_turn {
+                shown.clone()
+            } else {
+                content.clone()
+            };
+            self.msgs
+                .push(Msg::assistant(history_content, native_calls));
+
+            if pending.is_empty() && errors.is_empty() {
+                // Final answer.
+                if let Some(_t) = task {
+                    if task_status(&shown).is_none() && !status_asked {
+                        status_asked = true;
+                        self.msgs.push(Msg::results(
+                            "[sysward] Your final answer must end with one line: TASK_STATUS: DONE, TASK_STATUS: BLOCKED or TASK_STATUS: FAILED. Give the final answer again with that line.",
+                        ));
+                        step -= 1; // asking for the status line is not a working step
+                        continue;
+                    }
+                }
+                self.link.event(AgentEvent::Answer(shown.clone()))?;
+                return Ok(TurnEnd::Answer {
+                    text: shown,
+                    steps: step,
+                });
+            }
+            if !shown.is_empty() {
+                self.link
+                    .event(AgentEvent::Info(format!("model: {shown}")))?;
+            }
+            if step >= max {
+                let msg = format!(
+                    "MAX_STEPS={max} reached with tool calls still pending: the work is INCOMPLETE (raise MAX_STEPS in agent.md or split the task)"
+                );
+                self.link.warn(msg.clone())?;
+                self.state.journal("budget", &msg);
+                // Answer the pending native calls so the history stays well-formed.
+                for p in &pending {
+                    if native_turn {
+                        self.msgs.push(Msg::tool(
+                            &p.id,
+                            observe::agent_error(&p.id, &p.tool, "step budget exhausted"),
+                        ));
+                    }
+                }
+                return Ok(TurnEnd::Incomplete {
+                    steps: step,
+                    last_text: shown,
+                });
+            }
+
+            let n = pending.len().max(1);
+            let mut done: Vec<Done> = Vec::new();
+            let mut step_chars = 0usize;
+            for p in pending {
+                let d = self.execute(p, &mut guard, &mut budget, n)?;
+                step_chars += d.text.chars().count();
+                done.push(d);
+            }
+            self.step_observations.push(step_chars);
+
+            // Notes for the next step.
+            let mut notes: Vec<String> = errors
+                .iter()
+                .map(|e| format!("{e}. Write a call exactly as: ```tool\\n{{\"tool\": \"NAME\", \"arguments\": {{...}}}}\\n``` — nothing was executed for it."))
+                .collect();
+            let mut block: Option<String> = None;
+            for d in &done {
+                match d.verdict {
+                    Verdict::Warn(k) => notes.push(format!(
+                        "[sysward] Loop warning: you made the same call with the same result {k} times. Change approach; at {LOOP_BLOCK} the task stops as BLOCKED."
+                    )),
+                    Verdict::Block(k) => {
+                        block = Some(format!(
+                            "loop detected: the same call returned the same result {k} times"
+                        ))
+                    }
+                    Verdict::Fine => {}
+                }
+                if d.failed {
+                    consecutive_failures += 1;
+                } else {
+                    consecutive_failures = 0;
+                }
+            }
+            if !errors.is_empty() {
+                consecutive_failures += 1;
+            }
+            if consecutive_failures >= 2 {
+                notes.push("[sysward] Several consecutive failures: stop and take another approach (check assumptions, read the error, try a different tool or path) instead of repeating.".into());
+            }
+            if step + 1 == CHECKPOINT_STEP && step + 1 < max {
+                notes.push(format!(
+                    "[sysward] Checkpoint (step {CHECKPOINT_STEP}/{max}): do you already have enough evidence? If so, conclude now; otherwise gather only what is missing."
+                ));
+            }
+            if step + 1 == max {
+                notes.push(format!(
+                    "[sysward] Last step ({max}/{max}): converge now. Give your final answer without tool calls, with what is EXECUTED and VERIFIED so far."
+                ));
+            }
+            if budget.exhausted() {
+                notes.push("[sysward] The observation budget of this task is spent: further outputs are withheld. Conclude.".into());
+            }
+            if native_turn {
+                for d in done {
+                    self.msgs.push(Msg::tool(&d.id, d.text));
+                }
+                if !notes.is_empty() {
+                    self.msgs.push(Msg::results(notes.join("\n")));
+                }
+            } else {
+                let mut body: Vec<String> = done.into_iter().map(|d| d.text).collect();
+                body.extend(notes);
+                self.msgs.push(Msg::results(body.join("\n\n")));
+            }
+            if let Some(reason) = block {
+                self.link.warn(reason.clone())?;
+                self.state.journal("loop", &reason);
+                return Ok(TurnEnd::Blocked {
+                    reason,
+                    steps: step,
+                });
+            }
+        }
+    }
+
+    fn execute(
+        &mut self,
+        p: Pending,
+        guard: &mut LoopGuard,
+        budget: &mut Budget,
+        calls_in_step: usize,
+    ) -> Result<Done, TurnError> {
+        let id = if p.id.is_empty() {
+            self.next_call_id()
+        } else {
+            p.id.clone()
+        };
+        let refuse = |id: &str, tool: &str, msg: &str| Done {
+            id: id.to_string(),
+            text: observe::agent_error(id, tool, msg),
+            failed: true,
+            verdict: Verdict::Fine,
+        };
+        let Some(meta) = tools::find(&p.tool) else {
+            let names: Vec<&str> = tools::TOOLS.iter().map(|t| t.name).collect();
+            return Ok(refuse(
+                &id,
+                &p.tool,
+                &format!("unknown tool {:?}; tools: {}", p.tool, names.join(", ")),
+            ));
+        };
+        let args = match tools::check_args(meta, &p.arguments) {
+            Ok(a) => a,
+            Err(e) => return Ok(refuse(&id, meta.name, &format!("malformed tool call: {e}"))),
+        };
+        let key = call_key(meta.name, &args);
+        let summary = tools::summary(meta.name, &args);
+        if guard.precheck(key) {
+            let msg = "this exact call already failed twice the same way; it was not run again. Change approach.";
+            let verdict = guard.record(key, hash_of(&["refused"]), true);
+            self.link
+                .warn(format!("refused repeated failing call: {summary}"))?;
+            return Ok(Done {
+                verdict,
+                ..refuse(&id, meta.name, msg)
+            });
+        }
+        self.link.event(AgentEvent::ToolStart {
+            call_id: id.clone(),
+            summary: crate::redact::redact(&summary).text,
+        })?;
+        let result = if meta.is_local() {
+            self.local_tool(&id, meta, &args)?
+        } else {
+            let arguments = Value::Object(args.clone()).to_string();
+            match self.link.tool(ToolRequest {
+                call_id: id.clone(),
+                tool: meta.name.to_string(),
+                arguments,
+            }) {
+                Ok(r) => r,
+                Err(Stop::Cancelled) => {
+                    let _ = self.link.event(AgentEvent::ToolEnd {
+                        call_id: id.clone(),
+                        status: ToolStatus::Cancelled,
+                        duration_ms: 0,
+                    });
+                    return Err(Stop::Cancelled.into());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        self.link.event(AgentEvent::ToolEnd {
+            call_id: id.clone(),
+            status: result.status,
+            duration_ms: result.duration_ms,
+        })?;
+        self.state.journal(
+            "tool",
+            &format!(
+                "{} → {}{}",
+                crate::redact::redact(&summary).text,
+                result.status.as_str(),
+                result
+                    .exit_code
+                    .map(|c| format!(" (exit {c})"))
+                    .unwrap_or_default()
+            ),
+        );
+        let share = budget.share(calls_in_step);
+        let text = if budget.exhausted() || share < 300 {
+            observe::render_minimal(meta.name, &result)
+        } else {
+            let o = observe::render(meta.name, &summary, &result, share);
+            if o.redactions > 0 {
+                self.redactions += u64::from(o.redactions);
+                self.link.warn(format!(
+                    "{} credential-like value(s) masked in the output of {} before it reached the model",
+                    o.redactions, meta.name
+                ))?;
+            }
+            o.text
+        };
+        budget.used += text.chars().count();
+        let verdict = guard.record(key, result_key(&result), failed(result.status));
+        Ok(Done {
+            id,
+            text,
+            failed: failed(result.status),
+            verdict,
+        })
+    }
+
+    /// remember / forget: edited here, stored by the broker.
+    fn local_tool(
+        &mut self,
+        id: &str,
+        meta: &ToolMeta,
+        args: &Map<String, Value>,
+    ) -> Result<ToolResult, TurnError> {
+        let started = Instant::now();
+        let s = |k: &str| args.get(k).and_then(Value::as_str);
+        let b = |k: &str| args.get(k).and_then(Value::as_bool).unwrap_or(false);
+        let outcome = match meta.name {
+            "remember" => {
+                let facts: Vec<String> = args
+                    .get("facts")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                memory::remember(
+                    &self.memory,
+                    s("section").unwrap_or(""),
+                    s("entry"),
+                    &facts,
+                    b("replace"),
+                    b("sensitive"),
+                )
+            }
+            _ => memory::forget(
+                &self.memory,
+                s("section").unwrap_or(""),
+                s("entry"),
+                s("fact"),
+            ),
+        };
+        let (status, message) = match outcome {
+            Ok((text, report)) => {
+                if text.len() > sysward_ipc::agent::STATE_FILE_MAX {
+                    (
+                        ToolStatus::Error,
+                        "memoria.md would exceed its size limit; forget obsolete facts first"
+                            .to_string(),
+                    )
+                } else {
+                    let old = std::mem::replace(&mut self.memory, text);
+                    match self.save_memory() {
+                        Ok(()) => {
+                            self.state.journal("memory", &report);
+                            (ToolStatus::Ok, report)
+                        }
+                        Err(e) => {
+                            self.memory = old;
+                            return Err(e.into());
+                        }
+                    }
+                }
+            }
+            Err(e) => (ToolStatus::Error, e),
+        };
+        Ok(ToolResult {
+            duration_ms: started.elapsed().as_millis() as u64,
+            ..ToolResult::refused(id, status, message)
+        })
+    }
+}

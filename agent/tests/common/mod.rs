@@ -1,0 +1,298 @@
+//! A fake broker on the other end of a real SEQPACKET pair, played by a thread.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use serde_json::{json, Value};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use sysward_ipc::agent::*;
+use sysward_ipc::model::{ModelEndpoint, ModelReply, ModelRequest};
+use sysward_ipc::Channel;
+
+pub type ModelFn = Box<dyn FnMut(&ModelRequest, &Value) -> ModelReply + Send>;
+pub type ToolFn = Box<dyn FnMut(&ToolRequest) -> AgentAnswer + Send>;
+/// Called for every request with its index; Some(answer) overrides.
+pub type HookFn = Box<dyn FnMut(usize, &AgentRequest) -> Option<AgentAnswer> + Send>;
+
+pub struct Fake {
+    pub setup: SessionSetup,
+    pub model: ModelFn,
+    pub tool: ToolFn,
+    pub inputs: VecDeque<OperatorInput>,
+    pub state: HashMap<&'static str, Vec<u8>>,
+    pub hook: Option<HookFn>,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Record {
+    pub requests: Vec<AgentRequest>,
+    /// JSON bodies of chat requests.
+    pub chats: Vec<Value>,
+    pub state: HashMap<&'static str, Vec<u8>>,
+}
+
+impl Record {
+    pub fn events(&self) -> Vec<AgentEvent> {
+        self.requests
+            .iter()
+            .filter_map(|r| match r {
+                AgentRequest::Event(e) => Some(e.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+    pub fn warnings(&self) -> Vec<String> {
+        self.events()
+            .into_iter()
+            .filter_map(|e| match e {
+                AgentEvent::Warning(w) => Some(w),
+                _ => None,
+            })
+            .collect()
+    }
+    pub fn infos(&self) -> Vec<String> {
+        self.events()
+            .into_iter()
+            .filter_map(|e| match e {
+                AgentEvent::Info(w) => Some(w),
+                _ => None,
+            })
+            .collect()
+    }
+    pub fn tools(&self) -> Vec<ToolRequest> {
+        self.requests
+            .iter()
+            .filter_map(|r| match r {
+                AgentRequest::Tool(t) => Some(t.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+    pub fn outcomes(&self) -> Vec<TaskOutcome> {
+        self.requests
+            .iter()
+            .filter_map(|r| match r {
+                AgentRequest::TaskFinished(t) => Some(t.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+    pub fn context(&self) -> Value {
+        serde_json::from_slice(
+            self.state
+                .get("contexto.mem")
+                .map(|v| v.as_slice())
+                .unwrap_or(b"{}"),
+        )
+        .unwrap()
+    }
+    pub fn memory(&self) -> String {
+        String::from_utf8(self.state.get("memoria.md").cloned().unwrap_or_default()).unwrap()
+    }
+    pub fn kinds(&self) -> Vec<&'static str> {
+        self.requests
+            .iter()
+            .map(|r| match r {
+                AgentRequest::Hello { .. } => "Hello",
+                AgentRequest::NextInput => "NextInput",
+                AgentRequest::Model(_) => "Model",
+                AgentRequest::Tool(_) => "Tool",
+                AgentRequest::LoadState(_) => "LoadState",
+                AgentRequest::SaveState { .. } => "SaveState",
+                AgentRequest::Event(_) => "Event",
+                AgentRequest::TaskFinished(_) => "TaskFinished",
+                AgentRequest::Shutdown { .. } => "Shutdown",
+            })
+            .collect()
+    }
+    /// Everything the model server was sent, as one string.
+    pub fn sent_to_model(&self) -> String {
+        self.chats
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+pub fn setup(mode: SessionMode, tasks: Vec<TaskSpec>) -> SessionSetup {
+    SessionSetup {
+        session_id: "s1".into(),
+        mode,
+        instructions: "# Agent\nYou administer web01.\n".into(),
+        policy_text: "EXECUTION_MODE=guarded".into(),
+        execution_mode: "guarded".into(),
+        max_steps: 40,
+        dry_run: false,
+        hostname: "web01".into(),
+        project_display: "/srv/admin".into(),
+        model: ModelSettings {
+            model: "qwen3".into(),
+            context_size: Some(32768),
+            request_timeout_secs: 300,
+            tool_calling: ToolCalling::Auto,
+            api_display: "http://127.0.0.1:8080/v1".into(),
+        },
+        tasks,
+        warnings: vec![],
+    }
+}
+
+pub fn task(name: &str, content: &str) -> TaskSpec {
+    TaskSpec {
+        name: name.into(),
+        content: content.into(),
+        sha256: format!("sha-{}", content.len()),
+    }
+}
+
+pub fn http(status: u16, body: Value) -> ModelReply {
+    ModelReply::Http {
+        status,
+        retry_after: None,
+        content_type: "application/json".into(),
+        body: body.to_string().into_bytes(),
+    }
+}
+
+pub fn text(content: &str) -> ModelReply {
+    http(
+        200,
+        json!({"choices":[{"index":0,"message":{"role":"assistant","content":content},"finish_reason":"stop"}],
+               "usage":{"prompt_tokens":1000,"completion_tokens":20}}),
+    )
+}
+
+pub fn calls(list: &[(&str, &str, Value)]) -> ModelReply {
+    let tc: Vec<Value> = list
+        .iter()
+        .map(|(id, name, args)| json!({"id":id,"type":"function","function":{"name":name,"arguments":args.to_string()}}))
+        .collect();
+    http(
+        200,
+        json!({"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":tc},"finish_reason":"tool_calls"}]}),
+    )
+}
+
+pub fn ok(req: &ToolRequest, stdout: &str) -> AgentAnswer {
+    AgentAnswer::Tool(ToolResult {
+        stdout: stdout.into(),
+        exit_code: Some(0),
+        duration_ms: 5,
+        ..ToolResult::refused(&req.call_id, ToolStatus::Ok, "")
+    })
+}
+
+/// A model that plays `script` in order (chat requests only; `models`/`/props` get 404).
+pub fn scripted(script: Vec<ModelReply>) -> ModelFn {
+    let mut q: VecDeque<ModelReply> = script.into();
+    Box::new(move |req, _| {
+        if req.endpoint != ModelEndpoint::ChatCompletions {
+            return http(404, json!({"error":"not found"}));
+        }
+        q.pop_front()
+            .unwrap_or_else(|| http(500, json!({"error":{"message":"script exhausted"}})))
+    })
+}
+
+impl Fake {
+    pub fn new(setup: SessionSetup, model: ModelFn) -> Self {
+        Fake {
+            setup,
+            model,
+            tool: Box::new(|r| ok(r, "ok\n")),
+            inputs: VecDeque::new(),
+            state: HashMap::new(),
+            hook: None,
+        }
+    }
+
+    fn serve(mut self, mut chan: Channel, rec: Arc<Mutex<Record>>) {
+        let mut i = 0;
+        loop {
+            let req: AgentRequest = match chan.recv() {
+                Ok(r) => r,
+                Err(_) => return,
+            };
+            let mut shutdown = false;
+            if let AgentRequest::Model(m) = &req {
+                if m.endpoint == ModelEndpoint::ChatCompletions {
+                    rec.lock()
+                        .unwrap()
+                        .chats
+                        .push(serde_json::from_slice(&m.body).unwrap());
+                }
+            }
+            rec.lock().unwrap().requests.push(req.clone());
+            let hooked = self.hook.as_mut().and_then(|h| h(i, &req));
+            i += 1;
+            let answer = match hooked {
+                Some(a) => a,
+                None => match &req {
+                    AgentRequest::Hello { .. } => {
+                        AgentAnswer::Welcome(Box::new(self.setup.clone()))
+                    }
+                    AgentRequest::NextInput => {
+                        AgentAnswer::Input(self.inputs.pop_front().unwrap_or(OperatorInput::End))
+                    }
+                    AgentRequest::Model(m) => {
+                        assert!(m.check().is_ok());
+                        let body: Value = if m.body.is_empty() {
+                            Value::Null
+                        } else {
+                            serde_json::from_slice(&m.body).unwrap()
+                        };
+                        AgentAnswer::Model((self.model)(m, &body))
+                    }
+                    AgentRequest::Tool(t) => (self.tool)(t),
+                    AgentRequest::LoadState(f) => {
+                        AgentAnswer::State(self.state.get(f.file_name()).cloned())
+                    }
+                    AgentRequest::SaveState { file, content } => {
+                        self.state.insert(file.file_name(), content.clone());
+                        rec.lock()
+                            .unwrap()
+                            .state
+                            .insert(file.file_name(), content.clone());
+                        AgentAnswer::Ack
+                    }
+                    AgentRequest::Event(_) | AgentRequest::TaskFinished(_) => AgentAnswer::Ack,
+                    AgentRequest::Shutdown { .. } => {
+                        shutdown = true;
+                        AgentAnswer::Ack
+                    }
+                },
+            };
+            if let AgentRequest::SaveState { file, content } = &req {
+                rec.lock()
+                    .unwrap()
+                    .state
+                    .insert(file.file_name(), content.clone());
+            }
+            if chan.send(&answer).is_err() || shutdown {
+                return;
+            }
+        }
+    }
+
+    /// Runs the agent harness against this fake broker; returns what the broker saw.
+    pub fn run(self) -> (sysward_agent::SessionEnd, Record) {
+        self.run_with(sysward_agent::Options {
+            sleep: Box::new(|_| {}),
+            ..sysward_agent::Options::default()
+        })
+    }
+
+    pub fn run_with(self, opts: sysward_agent::Options) -> (sysward_agent::SessionEnd, Record) {
+        let (a, b) = Channel::pair().unwrap();
+        let _ = a.force_send_buffer(8 << 20);
+        let _ = b.force_send_buffer(8 << 20);
+        let rec = Arc::new(Mutex::new(Record::default()));
+        let r2 = rec.clone();
+        let h: JoinHandle<()> = std::thread::spawn(move || self.serve(b, r2));
+        let end = sysward_agent::run(a, opts);
+        h.join().unwrap();
+        let r = rec.lock().unwrap().clone();
+        (end, r)
+    }
+}
