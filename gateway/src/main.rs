@@ -10,13 +10,15 @@
 //!
 //! Exit status: 0 after Shutdown or EOF; 1 protocol violation, bad setup or
 //! channel failure (an `Error` answer was sent when possible); 2 usage or a
-//! missing/wrong fd 3; 3 confinement failed.
+//! missing/wrong fd 3; 3 confinement failed (also sent as an `Error` answer on
+//! fd 3, since confinement points stderr at /dev/null).
 
 use nix::sys::socket::{getsockopt, sockopt, SockType};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::process::ExitCode;
 use sysward_gateway::args::{Args, USAGE};
 use sysward_gateway::{serve, ServeConfig};
+use sysward_ipc::gateway::GatewayAnswer;
 use sysward_ipc::Channel;
 use sysward_sandbox::GatewayConfinement;
 
@@ -39,8 +41,12 @@ fn main() -> ExitCode {
         }
     };
 
+    let channel = Channel::new(channel_fd);
+
     // Confinement first: no thread or runtime exists yet, so every thread
     // created later inherits the Landlock domain and the seccomp filter.
+    // Confinement points fds 0-2 at /dev/null, so a failure is reported on
+    // the channel too (the broker reads it as the answer to its Hello).
     let confinement = GatewayConfinement {
         uid: args.uid,
         gid: args.gid,
@@ -48,20 +54,22 @@ fn main() -> ExitCode {
         read_paths: vec![],
         keep_fds: vec![CHANNEL_FD],
     };
-    if let Err(e) = sysward_sandbox::confine_gateway(&confinement) {
-        eprintln!(
-            "sysward-gateway: refusing to run unconfined: {e}\n\
-             (the gateway holds the model API key; it starts only when every confinement layer \
-             applies — run `sysward doctor` to see which kernel feature is missing)"
+    let confined = sysward_sandbox::confine_gateway(&confinement)
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            sysward_sandbox::set_non_dumpable().map_err(|e| format!("set non-dumpable: {e}"))
+        });
+    if let Err(e) = confined {
+        let message = format!(
+            "sysward-gateway refuses to run unconfined: {e} (the gateway holds the model API key; \
+             it starts only when every confinement layer applies — run `sysward doctor` to see \
+             which kernel feature or user is missing)"
         );
-        return ExitCode::from(3);
-    }
-    if let Err(e) = sysward_sandbox::set_non_dumpable() {
-        eprintln!("sysward-gateway: refusing to run dumpable: {e}");
+        eprintln!("{message}");
+        let _ = channel.send(&GatewayAnswer::Error { message });
         return ExitCode::from(3);
     }
 
-    let channel = Channel::new(channel_fd);
     match serve(
         channel,
         ServeConfig {
@@ -69,10 +77,9 @@ fn main() -> ExitCode {
         },
     ) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("sysward-gateway: {e}");
-            ExitCode::from(1)
-        }
+        // The broker already got an `Error` answer when the channel still
+        // worked; stderr is /dev/null by now.
+        Err(_) => ExitCode::from(1),
     }
 }
 

@@ -381,3 +381,46 @@ fn a_server_echoing_the_key_does_not_hand_it_to_the_agent() {
     assert!(body.contains("sk-2f1...8a9"), "{body}");
     s.shutdown();
 }
+
+#[test]
+fn a_reply_too_big_for_the_channel_becomes_too_large_not_a_dead_session() {
+    // The default SO_SNDBUF (~208 KiB) cannot carry a 1 MiB answer; the broker
+    // is expected to force the buffer up (root only). Without it the agent gets
+    // a TooLarge failure that says so, and the session goes on.
+    let server = Server::start(|req| {
+        if req.path == "/props" {
+            json_ok("{}")
+        } else {
+            Action::Raw(response("200 OK", &[], &vec![b'z'; 1 << 20]))
+        }
+    });
+    let mut setup = setup_for(server.port);
+    setup.max_response_bytes = 4 << 20;
+    let mut s = Session::start(setup);
+    let (kind, msg) = failed(&s.forward(ModelRequest::new(ModelEndpoint::Models, vec![], false)));
+    assert_eq!(kind, ModelFailure::TooLarge, "{msg}");
+    assert!(msg.contains("send buffer"), "{msg}");
+    let (status, ..) = http(s.forward(ModelRequest::new(ModelEndpoint::Props, vec![], false)));
+    assert_eq!(status, 200);
+    s.shutdown();
+}
+
+#[test]
+fn a_large_reply_passes_when_the_broker_raised_the_buffers() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED a_large_reply_passes_when_the_broker_raised_the_buffers: SO_SNDBUFFORCE needs root");
+        return;
+    }
+    let body = vec![b'q'; 8 << 20];
+    let expected = body.clone();
+    let server = Server::start(move |_| Action::Raw(response("200 OK", &[], &body)));
+    let mut setup = setup_for(server.port);
+    setup.max_response_bytes = 64 << 20;
+    let mut s = Session::start_forced(setup);
+    let (status, _, _, got) =
+        http(s.forward(ModelRequest::new(ModelEndpoint::Models, vec![], false)));
+    assert_eq!(status, 200);
+    assert!(got == expected, "8 MiB body altered");
+    s.shutdown();
+}

@@ -220,7 +220,29 @@ pub struct Session {
 impl Session {
     /// Spawns the serve loop; no message sent yet.
     pub fn spawn(config: ServeConfig) -> Session {
+        Self::spawn_inner(config, false)
+    }
+
+    /// Like [`Session::start`], with both socket buffers forced up to the
+    /// gateway limits as the broker does (needs CAP_NET_ADMIN, i.e. root).
+    pub fn start_forced(setup: GatewaySetup) -> Session {
+        let mut s = Session::spawn_inner(ServeConfig::default(), true);
+        s.hello();
+        s.send(GatewayRequest::Setup(setup));
+        assert_eq!(s.recv(), GatewayAnswer::Ready);
+        s
+    }
+
+    fn spawn_inner(config: ServeConfig, force: bool) -> Session {
         let (broker, gateway) = Channel::pair().unwrap();
+        if force {
+            broker
+                .force_send_buffer(sysward_ipc::gateway::GATEWAY_REQUEST_MAX)
+                .unwrap();
+            gateway
+                .force_send_buffer(sysward_ipc::gateway::GATEWAY_ANSWER_MAX)
+                .unwrap();
+        }
         let thread = std::thread::spawn(move || serve(gateway, config));
         Session {
             broker,
@@ -321,5 +343,134 @@ pub fn http(reply: ModelReply) -> (u16, Option<u32>, String, Vec<u8>) {
             body,
         } => (status, retry_after, content_type, body),
         other => panic!("expected Http, got {other:?}"),
+    }
+}
+
+// ---- PKI for the TLS tests (made with the `openssl` command) ----
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub struct Pki {
+    pub dir: PathBuf,
+    pub ca_pem: Vec<u8>,
+    pub other_ca_pem: Vec<u8>,
+    pub server: Arc<rustls::ServerConfig>,
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the TLS tests need the `openssl` command (apt-get install openssl)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn make_ca(dir: &Path, name: &str) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.pem"),
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN={name}"),
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+    );
+}
+
+pub fn pki(tag: &str) -> Pki {
+    let dir =
+        std::env::temp_dir().join(format!("sysward-gateway-tls-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    make_ca(&dir, "ca");
+    make_ca(&dir, "other-ca");
+    openssl(
+        &dir,
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "leaf.key",
+            "-out",
+            "leaf.csr",
+            "-subj",
+            "/CN=model.test",
+        ],
+    );
+    std::fs::write(
+        dir.join("leaf.ext"),
+        "subjectAltName=DNS:model.test\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(
+        &dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "leaf.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "leaf.ext",
+        ],
+    );
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("leaf.pem"))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(dir.join("leaf.key")).unwrap();
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let server = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    Pki {
+        ca_pem: std::fs::read(dir.join("ca.pem")).unwrap(),
+        other_ca_pem: std::fs::read(dir.join("other-ca.pem")).unwrap(),
+        dir,
+        server: Arc::new(server),
     }
 }
