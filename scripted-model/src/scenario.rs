@@ -95,6 +95,10 @@ pub struct HttpReply {
     /// Extra response headers, e.g. `{"Retry-After": "1"}`.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// Steps only, streaming requests only: send the body inside a 200 SSE stream
+    /// (`data: BODY`, no `[DONE]`), as llama.cpp does for errors raised mid-stream.
+    #[serde(default)]
+    pub in_stream: bool,
 }
 
 /// One native tool call in a scripted reply.

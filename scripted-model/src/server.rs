@@ -691,6 +691,13 @@ fn handle_request(shared: &Arc<Shared>, req: &Request, w: &mut TcpStream) -> Flo
             body,
             headers,
         } => {
+            if req.method == "HEAD" {
+                // No body after a HEAD response; close so framing cannot go wrong.
+                let head = http::response_head(status, &content_type, body.len(), &headers, false);
+                let _ = w.write_all(&head);
+                let _ = w.flush();
+                return Flow::Close;
+            }
             match http::write_response(w, status, &content_type, &body, &headers, req.keep_alive())
             {
                 Ok(()) => Flow::KeepAlive,
@@ -1197,6 +1204,19 @@ fn play_step(
         return Flow::Close;
     }
     if let Some(e) = &step.error {
+        let streaming = body.map(ChatView::new).is_some_and(|v| v.stream());
+        if e.in_stream && streaming {
+            if let Action::Fixed { body, .. } = fixed_http(e, 500) {
+                let Ok(mut out) = http::Chunked::start(w, 200, "text/event-stream", false) else {
+                    return Flow::Close;
+                };
+                let mut event = b"data: ".to_vec();
+                event.extend_from_slice(&body);
+                event.extend_from_slice(b"\n\n");
+                let _ = out.chunk(&event).and_then(|()| out.finish());
+            }
+            return Flow::Close;
+        }
         return write(w, fixed_http(e, 500));
     }
     if step.context_exceeded {

@@ -379,6 +379,26 @@ fn error_steps_with_headers_then_recovery() {
 }
 
 #[test]
+fn error_in_stream_is_sent_as_an_sse_event() {
+    let body = json!({"error": {"code": 500, "message": "tools param requires --jinja flag", "type": "server_error"}});
+    let h = start(json!({"steps": [
+        {"error": {"status": 500, "body": body, "in_stream": true}},
+        {"error": {"status": 500, "body": body, "in_stream": true}}
+    ]}));
+    let mut req = user("x");
+    req["stream"] = json!(true);
+    let r = chat(h.addr(), &req);
+    assert_eq!(r.status, 200);
+    let events = sse_data(&r.text());
+    assert_eq!(events.len(), 1);
+    assert_eq!(serde_json::from_str::<Value>(&events[0]).unwrap(), body);
+    // Not streaming: a plain HTTP error.
+    let r = chat(h.addr(), &user("x"));
+    assert_eq!(r.status, 500);
+    assert_eq!(r.json(), body);
+}
+
+#[test]
 fn garbage_is_not_json() {
     let h = start(json!({"steps": [{"garbage": "<html>oops"}, {"garbage": true}]}));
     let r = chat(h.addr(), &user("x"));
@@ -877,6 +897,15 @@ fn odd_requests_never_break_the_server() {
         let r = request(h.addr(), "POST", "/v1/chat/completions", &[], Some(body)).unwrap();
         assert_eq!(r.status, 400, "{body}");
     }
+    // HEAD: a head without a body, then close.
+    let mut s = connect(h.addr());
+    s.write_all(b"HEAD /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let t = String::from_utf8_lossy(&out);
+    assert!(t.starts_with("HTTP/1.1 "), "{t}");
+    assert!(t.ends_with("\r\n\r\n"), "{t}");
     // Wrong method on a known path.
     assert_eq!(
         request(h.addr(), "DELETE", "/v1/models", &[], None)
