@@ -90,7 +90,6 @@ fn is_tools_error(status: u16, text: &str) -> bool {
     let low = text.to_ascii_lowercase();
     (400..500).contains(&status)
         && status != 429
-        && status != 404
         && status != 401
         && status != 403
         && (low.contains("tool") || low.contains("function"))
@@ -106,7 +105,7 @@ fn is_tools_error(status: u16, text: &str) -> bool {
 }
 
 /// What an HTTP status means for the caller.
-fn http_error(status: u16, endpoint: ModelEndpoint, body: &[u8]) -> ModelError {
+pub fn http_error(status: u16, endpoint: ModelEndpoint, body: &[u8]) -> ModelError {
     let text = error_text(body);
     if is_context_error(status, &text, body) {
         return ModelError::ContextExceeded(format!("HTTP {status}: {text}"));
@@ -512,4 +511,9 @@ impl Client {
         }
         Ok(train)
     }
+}
+
+/// How a chat-completions error reply is classified.
+pub fn classify(status: u16, body: &[u8]) -> ModelError {
+    http_error(status, ModelEndpoint::ChatCompletions, body)
 }

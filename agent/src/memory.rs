@@ -214,10 +214,15 @@ pub fn remember(
                     at -= 1;
                 }
                 lines.insert(at, format!("### {e}"));
-                lines.insert(at, String::new());
+                let heading_at = if at > s + 1 {
+                    lines.insert(at, String::new());
+                    at + 1
+                } else {
+                    at
+                };
                 fence = fences(&lines);
                 se = block_end(&lines, &fence, s, 2);
-                Some(at + 1)
+                Some(heading_at)
             }
         },
     };

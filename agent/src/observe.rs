@@ -42,19 +42,27 @@ pub struct Observation {
     pub digested: bool,
 }
 
-const ERROR_WORDS: [&str; 12] = [
+const ERROR_WORDS: [&str; 20] = [
     "error",
     "fail",
     "fatal",
     "denied",
     "panic",
     "exception",
-    "critical",
+    "crit",
+    "emerg",
+    "alert",
     "cannot",
     "can't",
     "unable",
     "refused",
     "not found",
+    "no such",
+    "invalid",
+    "timed out",
+    "segfault",
+    "killed",
+    "out of memory",
 ];
 
 fn clip_chars(s: &str, max: usize) -> &str {

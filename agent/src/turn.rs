@@ -88,8 +88,18 @@ impl LoopGuard {
         }
     }
 
+    /// Records a run that reached the broker.
     pub fn record(&mut self, call: u64, result: u64, failed: bool) -> Verdict {
         self.runs.entry(call).or_default().push((failed, result));
+        self.count(call, result)
+    }
+
+    /// Records a call refused before it ran (not a run of its own).
+    pub fn record_refusal(&mut self, call: u64) -> Verdict {
+        self.count(call, hash_of(&["refused before it ran"]))
+    }
+
+    fn count(&mut self, call: u64, result: u64) -> Verdict {
         let n = self.pairs.entry((call, result)).or_insert(0);
         *n += 1;
         match *n {
@@ -314,11 +324,16 @@ impl Session {
                 notes.push("[sysward] The observation budget of this task is spent: further outputs are withheld. Conclude.".into());
             }
             if native_turn {
-                for d in done {
-                    self.msgs.push(Msg::tool(&d.id, d.text));
-                }
-                if !notes.is_empty() {
-                    self.msgs.push(Msg::results(notes.join("\n")));
+                // Notes ride in the last tool message, after its fence, so the
+                // history keeps the tool-call/tool-result shape templates expect.
+                let last = done.len().saturating_sub(1);
+                for (i, d) in done.into_iter().enumerate() {
+                    let mut text = d.text;
+                    if i == last && !notes.is_empty() {
+                        text.push_str("\n\n");
+                        text.push_str(&notes.join("\n"));
+                    }
+                    self.msgs.push(Msg::tool(&d.id, text));
                 }
             } else {
                 let mut body: Vec<String> = done.into_iter().map(|d| d.text).collect();
@@ -370,7 +385,7 @@ impl Session {
         let summary = tools::summary(meta.name, &args);
         if guard.precheck(key) {
             let msg = "this exact call already failed twice the same way; it was not run again. Change approach.";
-            let verdict = guard.record(key, hash_of(&["refused"]), true);
+            let verdict = guard.record_refusal(key);
             self.link
                 .warn(format!("refused repeated failing call: {summary}"))?;
             return Ok(Done {
