@@ -259,9 +259,10 @@ fn send_reply(channel: &Channel, id: u64, reply: ModelReply) -> Result<(), Serve
                 reply: ModelReply::Failed {
                     kind: ModelFailure::TooLarge,
                     message: format!(
-                        "the model's response ({len} bytes) does not fit the broker channel; the \
-                         broker must raise the gateway socket's send buffer (force_send_buffer) \
-                         to the answer limit, or lower the response cap"
+                        "the model's response ({len} bytes) does not fit in one message on the \
+                         broker channel (the socket's send buffer is ~208 KiB unless the broker \
+                         forces it up, and Linux refuses a SEQPACKET datagram above ~4 MiB); ask \
+                         for a shorter answer or lower the response cap"
                     ),
                 },
             },
