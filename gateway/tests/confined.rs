@@ -224,8 +224,22 @@ fn the_real_binary_confines_itself_then_forwards() {
         assert!(status.contains("\nSeccomp:\t2\n"), "{task:?} unconfined");
     }
 
+    // Shutdown while a request hangs in flight: served from the runtime's
+    // channel watch (epoll + poll under the seccomp filter).
+    broker
+        .send(&GatewayRequest::Forward {
+            id: 3,
+            request: ModelRequest::new(ModelEndpoint::Props, vec![], false),
+        })
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let start = Instant::now();
     broker.send(&GatewayRequest::Shutdown).unwrap();
     let code = proc.wait().unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "shutdown waited for the request"
+    );
     let err = stderr_of(&mut proc);
     assert!(code.success(), "exit {code:?}, stderr: {err}");
     assert_eq!(
