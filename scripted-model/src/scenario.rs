@@ -266,6 +266,10 @@ pub struct Scenario {
     /// every request like a failed `expect`.
     #[serde(default)]
     pub never_contains: Vec<String>,
+    /// HTTP status of an `expectation_failed` answer (default 500; a 4xx makes a client
+    /// that retries 5xx fail fast).
+    #[serde(default)]
+    pub expectation_status: Option<u16>,
     /// Streaming: characters of content / arguments per chunk (default 8).
     #[serde(default)]
     pub stream_chunk_chars: Option<usize>,
@@ -300,6 +304,7 @@ impl Default for Scenario {
             reject_tools: default_reject(),
             require_api_key: default_key(),
             never_contains: Vec::new(),
+            expectation_status: None,
             stream_chunk_chars: None,
             routes: BTreeMap::new(),
             steps: Vec::new(),
@@ -396,6 +401,27 @@ impl Scenario {
                 return Err(ScenarioError(format!(
                     "routes: key {key:?} must look like \"GET /props\""
                 )));
+            }
+        }
+        if let Some(s) = self.expectation_status {
+            if !(100..=599).contains(&s) {
+                return Err(ScenarioError(format!(
+                    "expectation_status {s} is not an HTTP status"
+                )));
+            }
+        }
+        for (label, r) in self.routes.iter().map(|(k, r)| (k.clone(), r)).chain(
+            self.steps
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| s.error.as_ref().map(|r| (format!("steps[{i}].error"), r))),
+        ) {
+            if let Some(s) = r.status {
+                if !(100..=599).contains(&s) {
+                    return Err(ScenarioError(format!(
+                        "{label}: status {s} is not an HTTP status"
+                    )));
+                }
             }
         }
         if self.stream_chunk_chars == Some(0) {

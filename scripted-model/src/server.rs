@@ -767,7 +767,7 @@ fn decide_chat(
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        return expectation_failed(record, detail);
+        return expectation_failed(sc.expectation_status.unwrap_or(500), record, detail);
     }
     let reject = match &sc.reject_tools {
         RejectTools::Flag(false) => None,
@@ -818,7 +818,11 @@ fn decide_chat(
                 (None, _) => "exhausted".to_string(),
             };
             record.step = index;
-            return expectation_failed(record, format!("{label}: {}", failures.join("; ")));
+            return expectation_failed(
+                sc.expectation_status.unwrap_or(500),
+                record,
+                format!("{label}: {}", failures.join("; ")),
+            );
         }
     }
     record.step = index;
@@ -861,13 +865,17 @@ fn decide_chat(
     )
 }
 
-fn expectation_failed(record: &mut RecordedRequest, detail: String) -> (&'static str, Action) {
+fn expectation_failed(
+    status: u16,
+    record: &mut RecordedRequest,
+    detail: String,
+) -> (&'static str, Action) {
     let msg = format!("scripted-model: expectation failed: {detail}");
     record.detail = Some(detail);
     (
         "expectation_failed",
         fixed_json(
-            500,
+            status,
             &openai_error(&msg, "expectation_failed", json!("expectation_failed")),
         ),
     )

@@ -81,6 +81,11 @@ fn invalid_scenarios_are_refused_with_a_reason() {
         (r#"{"flavor": "tgi"}"#, "unknown variant"),
         (r#"{"routes": {"props": {}}}"#, "GET /props"),
         (r#"{"stream_chunk_chars": 0}"#, "stream_chunk_chars"),
+        (r#"{"expectation_status": 42}"#, "not an HTTP status"),
+        (
+            r#"{"steps": [{"error": {"status": 1000}}]}"#,
+            "steps[0].error: status 1000",
+        ),
         ("not json", "invalid scenario"),
     ];
     for (text, needle) in cases {

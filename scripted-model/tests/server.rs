@@ -670,6 +670,11 @@ fn never_contains_guards_every_request() {
     assert_eq!(f.len(), 1);
     assert!(f[0].detail.as_deref().unwrap().contains("never_contains"));
     assert!(f[0].contains("AKIAIOSFODNN7EXAMPLE"));
+
+    let fast = start(json!({"expectation_status": 400, "never_contains": ["x-secret"]}));
+    let r = chat(fast.addr(), &user("x-secret"));
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"]["code"], "expectation_failed");
 }
 
 #[test]
