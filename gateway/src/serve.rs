@@ -12,10 +12,16 @@
 //! Shutdown | EOF                 exit 0 (also while a request is in flight: it is dropped)
 //! ```
 //!
-//! Anything else — a kind not legal in the current state, a second Forward
-//! while one is in flight, an undecodable or oversized frame — is answered with
-//! `Error { message }` and ends the gateway (exit 1). Which kind is legal is
-//! decided from the frame header before the body is decoded.
+//! A Forward that arrives while another is in flight supersedes it: the old
+//! exchange is dropped (its connection closed), the old id is answered with
+//! `Failed { Cancelled }`, and the new request is served. This is how a broker
+//! that gave up on a request (operator cancel) moves on without killing the
+//! gateway; there is never more than one request in flight.
+//!
+//! Anything else — a kind not legal in the current state, an undecodable or
+//! oversized frame — is answered with `Error { message }` and ends the gateway
+//! (exit 1). Which kind is legal is decided from the frame header before the
+//! body is decoded.
 
 use crate::forward::Gateway;
 use crate::secret::scrub;
@@ -74,7 +80,8 @@ enum State {
     AwaitHello,
     AwaitSetup,
     Ready,
-    /// A Forward is being served; only Shutdown (or EOF) may interrupt it.
+    /// A Forward is being served; Shutdown (or EOF) ends the gateway, a new
+    /// Forward supersedes it.
     InFlight,
 }
 
@@ -95,7 +102,7 @@ impl State {
             (_, KIND_SHUTDOWN) => Some(SHUTDOWN_MAX),
             (State::AwaitHello, KIND_HELLO) => Some(HELLO_MAX),
             (State::AwaitSetup, KIND_SETUP) => Some(SETUP_MAX),
-            (State::Ready, KIND_FORWARD) => Some(GATEWAY_REQUEST_MAX),
+            (State::Ready | State::InFlight, KIND_FORWARD) => Some(GATEWAY_REQUEST_MAX),
             _ => None,
         };
         cap.ok_or_else(|| ChannelError::Illegal {
@@ -215,11 +222,15 @@ pub fn serve(mut channel: Channel, config: ServeConfig) -> Result<(), ServeError
     };
 
     // Forwards.
+    let mut next = None;
     loop {
-        let (id, request) = match receive(&mut channel, State::Ready)? {
-            None | Some(GatewayRequest::Shutdown) => return Ok(()),
-            Some(GatewayRequest::Forward { id, request }) => (id, request),
-            Some(_) => return Err(refuse(&channel, "protocol violation".to_string())),
+        let (id, request) = match next.take() {
+            Some(superseding) => superseding,
+            None => match receive(&mut channel, State::Ready)? {
+                None | Some(GatewayRequest::Shutdown) => return Ok(()),
+                Some(GatewayRequest::Forward { id, request }) => (id, request),
+                Some(_) => return Err(refuse(&channel, "protocol violation".to_string())),
+            },
         };
         let outcome = rt.block_on(async {
             tokio::select! {
@@ -230,10 +241,28 @@ pub fn serve(mut channel: Channel, config: ServeConfig) -> Result<(), ServeError
         match outcome {
             Ok(Some(reply)) => send_reply(&channel, id, reply)?,
             Ok(None) => {
-                // The broker spoke while the request was in flight: only
-                // Shutdown or EOF are legal; the request is dropped.
+                // The broker spoke while the request was in flight (which is
+                // now dropped): Shutdown/EOF end, a Forward supersedes it.
                 match receive(&mut channel, State::InFlight)? {
                     None | Some(GatewayRequest::Shutdown) => return Ok(()),
+                    Some(GatewayRequest::Forward {
+                        id: new_id,
+                        request,
+                    }) => {
+                        send(
+                            &channel,
+                            &GatewayAnswer::Reply {
+                                id,
+                                reply: ModelReply::Failed {
+                                    kind: ModelFailure::Cancelled,
+                                    message: format!(
+                                        "model request {id} was superseded by request {new_id}"
+                                    ),
+                                },
+                            },
+                        )?;
+                        next = Some((new_id, request));
+                    }
                     Some(_) => return Err(refuse(&channel, "protocol violation".to_string())),
                 }
             }

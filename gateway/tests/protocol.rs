@@ -69,19 +69,64 @@ fn shutdown_or_eof_interrupt_a_request_in_flight() {
 }
 
 #[test]
-fn a_second_forward_in_flight_is_a_violation() {
+fn a_new_forward_supersedes_one_in_flight() {
+    // The broker gives up on a request (operator cancel) and sends the next
+    // one: the old id is answered Cancelled, the new one is served.
+    let server = Server::start(|req| {
+        if req.path == "/props" {
+            json_ok(r#"{"n_ctx":1}"#)
+        } else {
+            Action::Hang(Duration::from_secs(30))
+        }
+    });
+    let mut setup = setup_for(server.port);
+    setup.request_timeout_secs = 60;
+    let mut s = Session::start(setup);
+    s.send(GatewayRequest::Forward {
+        id: 1,
+        request: models(),
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let start = Instant::now();
+    s.send(GatewayRequest::Forward {
+        id: 2,
+        request: ModelRequest::new(ModelEndpoint::Props, vec![], false),
+    });
+    match s.recv() {
+        GatewayAnswer::Reply { id: 1, reply } => {
+            let (kind, msg) = failed(&reply);
+            assert_eq!(kind, sysward_ipc::model::ModelFailure::Cancelled, "{msg}");
+        }
+        other => panic!("expected Reply 1, got {other:?}"),
+    }
+    match s.recv() {
+        GatewayAnswer::Reply { id: 2, reply } => assert_eq!(http(reply).0, 200),
+        other => panic!("expected Reply 2, got {other:?}"),
+    }
+    assert!(start.elapsed() < Duration::from_secs(5));
+    // Still serving.
+    s.send(GatewayRequest::Forward {
+        id: 3,
+        request: ModelRequest::new(ModelEndpoint::Props, vec![], false),
+    });
+    assert!(matches!(s.recv(), GatewayAnswer::Reply { id: 3, .. }));
+    s.shutdown();
+}
+
+#[test]
+fn hello_or_setup_in_flight_is_a_violation() {
     let server = Server::start(|_| Action::Hang(Duration::from_secs(30)));
     let s = Session::start(setup_for(server.port));
     s.send(GatewayRequest::Forward {
         id: 1,
         request: models(),
     });
-    s.send(GatewayRequest::Forward {
-        id: 2,
-        request: models(),
-    });
+    s.send(GatewayRequest::Setup(setup_for(server.port)));
     let msg = expect_error(s);
-    assert!(msg.contains("in flight"), "{msg}");
+    assert!(
+        msg.contains("Setup is not permitted while a Forward is in flight"),
+        "{msg}"
+    );
 }
 
 #[test]
