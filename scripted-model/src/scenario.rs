@@ -218,6 +218,10 @@ pub struct Step {
     /// Streaming only: wait this long between chunks.
     #[serde(default)]
     pub chunk_delay_ms: u64,
+    /// Streaming only: after this many SSE events, stop sending and hold the connection
+    /// open (a stream that stalls mid-way; the client must time out or cancel).
+    #[serde(default)]
+    pub stall_after_chunks: Option<usize>,
     /// The flavor's context-exceeded error.
     #[serde(default)]
     pub context_exceeded: bool,
@@ -324,6 +328,14 @@ impl fmt::Display for ScenarioError {
 }
 
 impl std::error::Error for ScenarioError {}
+
+impl std::str::FromStr for Scenario {
+    type Err = ScenarioError;
+
+    fn from_str(text: &str) -> Result<Scenario, ScenarioError> {
+        Scenario::from_str(text)
+    }
+}
 
 impl Scenario {
     /// Parse a scenario from JSON text.

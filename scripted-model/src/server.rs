@@ -1303,6 +1303,10 @@ fn play_step(
         if out.chunk(format!("data: {e}\n\n").as_bytes()).is_err() {
             return Flow::Close;
         }
+        if step.stall_after_chunks == Some(i + 1) {
+            hang(shared, out.stream);
+            return Flow::Close;
+        }
     }
     if step.truncated {
         let _ = out.stream.shutdown(Shutdown::Both);

@@ -92,6 +92,8 @@ fn invalid_scenarios_are_refused_with_a_reason() {
         let e = Scenario::from_str(text).unwrap_err().to_string();
         assert!(e.contains(needle), "{text}: {e}");
     }
+    let parsed: Scenario = r#"{"steps": [{"content": "x"}]}"#.parse().unwrap();
+    assert_eq!(parsed.steps.len(), 1);
     let e = Scenario::from_file("/nonexistent/x.json")
         .unwrap_err()
         .to_string();

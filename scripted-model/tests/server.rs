@@ -525,6 +525,47 @@ fn hang_never_answers_until_the_client_gives_up_and_shutdown_is_prompt() {
 }
 
 #[test]
+fn stream_stalls_after_some_chunks() {
+    let h = start(
+        json!({"steps": [{"content": "abcdefghijklmnopqrstuvwxyz", "stall_after_chunks": 2}, {"content": "next"}]}),
+    );
+    let mut body = user("x");
+    body["stream"] = json!(true);
+    let mut s = connect(h.addr());
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    send(
+        &mut s,
+        "POST",
+        "/v1/chat/completions",
+        &[],
+        Some(&body.to_string()),
+    );
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let err = loop {
+        match s.read(&mut buf) {
+            Ok(0) => panic!("closed instead of stalling"),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(
+        err.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    ));
+    let text = String::from_utf8_lossy(&got);
+    assert_eq!(text.matches("data: ").count(), 2, "{text}");
+    assert!(text.contains("\"content\":\"abcdefgh\""));
+    assert!(!text.contains("[DONE]"));
+    drop(s);
+    assert_eq!(
+        chat(h.addr(), &user("x")).json()["choices"][0]["message"]["content"],
+        "next"
+    );
+}
+
+#[test]
 fn delay_ms_and_chunk_delay() {
     let h = start(json!({"steps": [
         {"content": "slow", "delay_ms": 300},
