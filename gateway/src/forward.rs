@@ -87,9 +87,14 @@ impl Gateway {
 
     fn build(setup: &GatewaySetup) -> Result<Gateway, SetupError> {
         let url = Url::parse(setup.api_url.trim()).map_err(|e| {
+            // A URL with '@' may carry a password: never echo it.
+            let shown = if setup.api_url.contains('@') {
+                "(not shown: it contains '@')".to_string()
+            } else {
+                format!("{:?}", setup.api_url)
+            };
             bad(format!(
-                "API_URL {:?} is not a URL ({e}); write it like http://127.0.0.1:8080/v1",
-                setup.api_url
+                "API_URL {shown} is not a URL ({e}); write it like http://127.0.0.1:8080/v1"
             ))
         })?;
         let https = match url.scheme() {

@@ -429,3 +429,39 @@ fn a_large_reply_passes_when_the_broker_raised_the_buffers() {
     assert!(got == expected, "3 MiB body altered");
     s.shutdown();
 }
+
+#[test]
+fn every_resolved_address_is_tried_in_order() {
+    // The server listens on 127.0.0.1 only; 127.0.0.2 refuses.
+    let server = Server::start(|_| json_ok("{}"));
+    let mut setup = setup_for(server.port);
+    setup.api_url = format!("http://model.invalid:{}/v1", server.port);
+    setup.resolved = vec![
+        format!("127.0.0.2:{}", server.port),
+        "127.0.0.1".to_string(),
+    ];
+    let mut s = Session::start(setup);
+    let (status, ..) = http(s.forward(ModelRequest::new(ModelEndpoint::Models, vec![], false)));
+    assert_eq!(status, 200);
+    s.shutdown();
+}
+
+#[test]
+fn an_ipv6_literal_api_url() {
+    let Ok(listener) = TcpListener::bind("[::1]:0") else {
+        eprintln!("SKIPPED an_ipv6_literal_api_url: no IPv6 loopback here");
+        return;
+    };
+    let server = Server::start_on(listener, |_| json_ok("{}"));
+    let mut setup = setup_for(server.port);
+    setup.api_url = format!("http://[::1]:{}/v1", server.port);
+    setup.resolved = vec![format!("[::1]:{}", server.port)];
+    let mut s = Session::start(setup);
+    let (status, ..) = http(s.forward(ModelRequest::new(ModelEndpoint::Models, vec![], false)));
+    assert_eq!(status, 200);
+    s.shutdown();
+    assert_eq!(
+        server.seen()[0].headers["host"],
+        format!("[::1]:{}", server.port)
+    );
+}
