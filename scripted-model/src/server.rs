@@ -1253,7 +1253,7 @@ fn play_step(
     let ct = usage_override
         .completion_tokens
         .unwrap_or_else(|| estimate_completion_tokens(step));
-    let usage = json!({"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct});
+    let usage = json!({"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt.saturating_add(ct)});
     let model = sc.model_id();
     if !stream {
         let text = completion_json(step, model, reply_no, &usage).to_string();

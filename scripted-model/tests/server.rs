@@ -146,6 +146,11 @@ fn non_streaming_reply_with_content_and_native_tool_calls() {
     assert!(j["choices"][0]["message"].get("tool_calls").is_none());
     assert_eq!(j["usage"]["prompt_tokens"], 1234);
     assert_eq!(j["usage"]["completion_tokens"], 5);
+    let big = start(
+        json!({"steps": [{"content": "x", "usage": {"prompt_tokens": u64::MAX, "completion_tokens": 7}}]}),
+    );
+    let j = chat(big.addr(), &user("x")).json();
+    assert_eq!(j["usage"]["total_tokens"], u64::MAX);
     assert_eq!(h.replies_used(), 2);
     assert_eq!(h.replies_remaining(), 0);
 }
