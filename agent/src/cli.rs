@@ -5,7 +5,7 @@ use crate::conversation::Msg;
 use crate::link::Stop;
 use crate::session::{Session, SessionEnd, TurnError};
 use crate::turn::TurnEnd;
-use sysward_ipc::agent::{OperatorInput, StateFile};
+use sysward_ipc::agent::OperatorInput;
 
 pub const HELP: &str = "\
 /help              this help
@@ -198,6 +198,5 @@ fn command(s: &mut Session, line: &str) -> Result<Flow, TurnError> {
             .link
             .warn(format!("unknown command {other}; /help lists them"))?,
     }
-    let _ = StateFile::Memory;
     Ok(Flow::Continue)
 }

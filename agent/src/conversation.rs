@@ -104,7 +104,7 @@ impl Msg {
 }
 
 /// OpenAI `messages` for a request. In text mode native calls become ```tool
-/// blocks and native results user messages, and consecutive user messages are
+/// blocks and native results user messages. Consecutive user messages are
 /// merged (some chat templates insist on alternation).
 pub fn render(system: &str, msgs: &[Msg], native: bool) -> Value {
     let mut out: Vec<Value> = vec![json!({"role": "system", "content": system})];
@@ -135,7 +135,7 @@ pub fn render(system: &str, msgs: &[Msg], native: bool) -> Value {
             }),
             (Role::Tool, false) => json!({"role": "user", "content": m.content}),
         };
-        if !native && v["role"] == "user" {
+        if v["role"] == "user" {
             if let Some(last) = out.last_mut() {
                 if last["role"] == "user" {
                     let merged = format!(

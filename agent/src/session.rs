@@ -134,6 +134,33 @@ impl Session {
         }
     }
 
+    /// Gives every native call without a result a placeholder result, so the
+    /// history stays valid after a cancelled or interrupted turn.
+    pub fn repair_history(&mut self) {
+        let mut i = 0;
+        while i < self.msgs.len() {
+            if self.msgs[i].role == Role::Assistant && !self.msgs[i].calls.is_empty() {
+                let ids: Vec<String> = self.msgs[i].calls.iter().map(|c| c.id.clone()).collect();
+                let mut j = i + 1;
+                let mut answered = Vec::new();
+                while j < self.msgs.len() && self.msgs[j].role == Role::Tool {
+                    answered.extend(self.msgs[j].call_id.clone());
+                    j += 1;
+                }
+                for id in ids.iter().filter(|id| !answered.contains(id)) {
+                    self.msgs.insert(
+                        j,
+                        Msg::tool(id, format!("<tool_result id=\"{id}\" status=\"cancelled\">\nNOT RUN: the turn was interrupted.\n</tool_result>")),
+                    );
+                    j += 1;
+                }
+                i = j;
+            } else {
+                i += 1;
+            }
+        }
+    }
+
     pub fn next_call_id(&mut self) -> String {
         self.call_seq += 1;
         format!("c{}", self.call_seq)

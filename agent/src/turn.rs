@@ -163,6 +163,7 @@ impl Session {
     /// Runs one task or operator message to its end.
     pub fn run_turn(&mut self, input: &str, task: Option<&str>) -> Result<TurnEnd, TurnError> {
         self.current_input = input.to_string();
+        self.repair_history();
         self.msgs.push(Msg::user(input));
         let max = self.setup.max_steps.max(1);
         let mut guard = LoopGuard::default();

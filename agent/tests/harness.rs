@@ -907,3 +907,113 @@ fn streaming_replies_are_parsed() {
         }
     )));
 }
+
+#[test]
+fn a_cancelled_tool_leaves_a_valid_history() {
+    let mut f = Fake::new(
+        setup(SessionMode::Cli, vec![]),
+        scripted(vec![
+            calls(&[
+                ("c1", "exec", json!({"command":"sleep","args":["100"]})),
+                ("c2", "exec", json!({"command":"true"})),
+            ]),
+            text("fine"),
+        ]),
+    );
+    f.inputs.push_back(OperatorInput::Line("wait a bit".into()));
+    f.inputs.push_back(OperatorInput::Line("status?".into()));
+    f.tool = Box::new(|_| AgentAnswer::Cancelled);
+    let (_, rec) = f.run();
+    let msgs = rec.chats[1]["messages"].as_array().unwrap().clone();
+    // Every native call is followed by its result before the next user message.
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        vec!["system", "user", "assistant", "tool", "tool", "user"]
+    );
+    assert_eq!(msgs[3]["tool_call_id"], "c1");
+    assert_eq!(msgs[4]["tool_call_id"], "c2");
+    assert!(msgs[5]["content"]
+        .as_str()
+        .unwrap()
+        .ends_with("cancelled that request.\n\nstatus?"));
+}
+
+#[test]
+fn cancel_at_the_prompt_ends_the_session() {
+    let mut f = Fake::new(setup(SessionMode::Cli, vec![]), scripted(vec![]));
+    f.hook = Some(Box::new(|_, req| {
+        matches!(req, AgentRequest::NextInput).then_some(AgentAnswer::Cancelled)
+    }));
+    let (end, rec) = f.run();
+    assert_eq!(end.exit_code, 0);
+    assert_eq!(rec.kinds().iter().filter(|k| **k == "NextInput").count(), 1);
+    assert_eq!(rec.kinds().last(), Some(&"Shutdown"));
+}
+
+#[test]
+fn json_mode_never_sends_tools_and_native_mode_says_what_to_do() {
+    let mut s = tasks_setup(vec![task("01.md", "x")]);
+    s.model.tool_calling = ToolCalling::Json;
+    let (_, rec) = Fake::new(s, scripted(vec![done("ok")])).run();
+    assert!(rec.chats[0].get("tools").is_none());
+    assert!(system_of(&rec.chats[0]).contains("```tool"));
+    let mut s = tasks_setup(vec![task("01.md", "x")]);
+    s.model.tool_calling = ToolCalling::Native;
+    let (_, rec) = Fake::new(
+        s,
+        scripted(vec![http(
+            400,
+            json!({"error":{"message":"registry.ollama.ai/library/qwen3 does not support tools"}}),
+        )]),
+    )
+    .run();
+    assert_eq!(rec.chats.len(), 1);
+    assert!(rec.outcomes()[0].summary.contains("TOOL_CALLING=json"));
+}
+
+#[test]
+fn previous_session_too_big_is_compacted_first_and_long_history_is_chunked() {
+    let mut s = setup(SessionMode::Cli, vec![]);
+    s.model.context_size = Some(4000);
+    let recent: Vec<serde_json::Value> = (0..50)
+        .map(|i| json!({"role": "user", "content": format!("message {i}: {}", "detail ".repeat(60))}))
+        .collect();
+    let ctx = json!({"summary": "", "recent": recent});
+    let summary = summary_text();
+    let model: ModelFn = Box::new(move |_req, body| {
+        let sys = body["messages"][0]["content"].as_str().unwrap_or("");
+        if sys.starts_with("You compress") {
+            text(&summary)
+        } else {
+            text("hi")
+        }
+    });
+    let mut f = Fake::new(s, model);
+    f.state.insert("contexto.mem", ctx.to_string().into_bytes());
+    f.inputs.push_back(OperatorInput::Line("hello".into()));
+    let (_, rec) = f.run();
+    let summaries: Vec<_> = rec
+        .chats
+        .iter()
+        .filter(|c| system_of(c).starts_with("You compress"))
+        .collect();
+    assert!(
+        summaries.len() >= 2,
+        "chunked: {} requests",
+        summaries.len()
+    );
+    // Later chunks carry the summary so far.
+    assert!(summaries[1]["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .contains("PREVIOUS SUMMARY"));
+    let first_real = rec
+        .chats
+        .iter()
+        .find(|c| !system_of(c).starts_with("You compress"))
+        .unwrap();
+    assert!(!system_of(first_real).contains("ÚLTIMOS MENSAJES"));
+    assert!(system_of(first_real).contains("CONTEXTO HISTÓRICO"));
+    assert!(rec.infos().iter().any(|i| i.contains("summarized")));
+}

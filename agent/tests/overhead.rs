@@ -1,0 +1,102 @@
+//! Prompt overhead (system prompt + tool schemas, estimated tokens) and
+//! observation sizes per step. Run with `--nocapture` to see the figures.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
+
+use common::*;
+use serde_json::json;
+use sysward_agent::context::Estimator;
+use sysward_agent::prompt::{self, PromptParts};
+use sysward_agent::tools;
+use sysward_ipc::agent::*;
+
+fn overhead(native: bool, tasks: bool) -> (usize, u64) {
+    let mut s = setup(
+        if tasks {
+            SessionMode::Tasks { rerun: false }
+        } else {
+            SessionMode::Cli
+        },
+        vec![],
+    );
+    s.instructions = String::new();
+    s.policy_text = String::new();
+    let p = prompt::build(&PromptParts {
+        setup: &s,
+        native_tools: native,
+        memory: "",
+        summary: "",
+        previous: &[],
+        context_size: Some(32768),
+    });
+    let schema = if native {
+        tools::native_tools().to_string().len()
+    } else {
+        0
+    };
+    let bytes = p.len() + schema;
+    (bytes, Estimator::raw(bytes))
+}
+
+#[test]
+fn prompt_overhead_is_within_budget() {
+    let (nb, nt) = overhead(true, true);
+    let (tb, tt) = overhead(false, true);
+    let (cb, ct) = overhead(true, false);
+    let schema = tools::native_tools().to_string().len();
+    println!("prompt overhead, tasks mode, native tools: {nb} bytes ≈ {nt} tokens (tool schemas {schema} bytes ≈ {} tokens)", Estimator::raw(schema));
+    println!("prompt overhead, tasks mode, text protocol: {tb} bytes ≈ {tt} tokens");
+    println!("prompt overhead, CLI mode, native tools: {cb} bytes ≈ {ct} tokens");
+    assert!(nt <= 3000, "native overhead {nt} tokens");
+    assert!(tt <= 3000, "text overhead {tt} tokens");
+}
+
+#[test]
+fn observation_sizes_on_eval_scenarios() {
+    // Eval 1 (disk), 5 (non-zero exit), 9 (secret) with realistic outputs, and a 1 MB log.
+    let scenarios: Vec<(&str, Vec<(&str, serde_json::Value)>, String)> = vec![
+        ("disk risk", vec![("exec", json!({"command":"df","args":["-h"]})), ("shell", json!({"command":"du -xh --max-depth=1 /var | sort -h | tail -n 5"}))],
+            "Filesystem      Size  Used Avail Use% Mounted on\n/dev/sda1        40G   31G  7.1G  82% /\ntmpfs           2.0G     0  2.0G   0% /dev/shm\n".into()),
+        ("non-zero exit", vec![("exec", json!({"command":"systemctl","args":["status","nope.service"]}))],
+            "Unit nope.service could not be found.\n".into()),
+        ("huge log", vec![("exec", json!({"command":"journalctl","args":["-b"]}))],
+            (0..20000).map(|i| format!("Nov 29 10:{:02}:{:02} web01 app[42]: request {i} served in 3ms\n", i / 60 % 60, i % 60)).collect()),
+    ];
+    for (name, steps, output) in scenarios {
+        let mut script = vec![];
+        for (i, (tool, args)) in steps.iter().enumerate() {
+            script.push(calls(&[(&format!("c{i}"), tool, args.clone())]));
+        }
+        script.push(text("done\nTASK_STATUS: DONE"));
+        let mut f = Fake::new(
+            setup(
+                SessionMode::Tasks { rerun: false },
+                vec![task("01.md", name)],
+            ),
+            scripted(script),
+        );
+        let out = output.clone();
+        f.tool = Box::new(move |r| ok(r, &out));
+        let (_, rec) = f.run();
+        let sizes: Vec<usize> = rec
+            .chats
+            .iter()
+            .skip(1)
+            .map(|c| {
+                c["messages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .rev()
+                    .take_while(|m| m["role"] == "tool")
+                    .map(|m| m["content"].as_str().unwrap().chars().count())
+                    .sum()
+            })
+            .collect();
+        println!(
+            "observation chars per step, {name}: {sizes:?} (raw output {} chars)",
+            output.chars().count()
+        );
+        assert!(sizes.iter().all(|s| *s <= 12_000 + 1_000));
+    }
+}
