@@ -54,7 +54,8 @@ fn prompt_overhead_is_within_budget() {
 #[test]
 fn observation_sizes_on_eval_scenarios() {
     // Eval 1 (disk), 5 (non-zero exit), 9 (secret) with realistic outputs, and a 1 MB log.
-    let scenarios: Vec<(&str, Vec<(&str, serde_json::Value)>, String)> = vec![
+    type Scenario<'a> = (&'a str, Vec<(&'a str, serde_json::Value)>, String);
+    let scenarios: Vec<Scenario> = vec![
         ("disk risk", vec![("exec", json!({"command":"df","args":["-h"]})), ("shell", json!({"command":"du -xh --max-depth=1 /var | sort -h | tail -n 5"}))],
             "Filesystem      Size  Used Avail Use% Mounted on\n/dev/sda1        40G   31G  7.1G  82% /\ntmpfs           2.0G     0  2.0G   0% /dev/shm\n".into()),
         ("non-zero exit", vec![("exec", json!({"command":"systemctl","args":["status","nope.service"]}))],
