@@ -280,18 +280,16 @@ fn send_reply(channel: &Channel, id: u64, reply: ModelReply) -> Result<(), Serve
     };
     match channel.send(&GatewayAnswer::Reply { id, reply }) {
         Ok(()) => Ok(()),
-        Err(ChannelError::Io(Errno::EMSGSIZE | Errno::ENOBUFS))
-        | Err(ChannelError::Codec(CodecError::TooLarge { .. })) => send(
+        Err(e @ ChannelError::Io(Errno::EMSGSIZE | Errno::ENOBUFS))
+        | Err(e @ ChannelError::Codec(CodecError::TooLarge { .. })) => send(
             channel,
             &GatewayAnswer::Reply {
                 id,
                 reply: ModelReply::Failed {
                     kind: ModelFailure::TooLarge,
                     message: format!(
-                        "the model's response ({len} bytes) does not fit in one message on the \
-                         broker channel (the socket's send buffer is ~208 KiB unless the broker \
-                         forces it up, and Linux refuses a SEQPACKET datagram above ~4 MiB); ask \
-                         for a shorter answer or lower the response cap"
+                        "the model's response ({len} bytes) does not fit the broker channel \
+                         ({e}); ask for a shorter answer or lower the response cap"
                     ),
                 },
             },
