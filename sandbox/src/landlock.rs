@@ -193,18 +193,42 @@ pub fn enforce(created: RulesetCreated) -> Result<(), SandboxError> {
     Ok(())
 }
 
-/// Expands "everything under `/` except `excluded`" into the rules that grant
-/// `access` on every sibling along the way to each excluded path, and on
-/// nothing inside one. The excluded directories' ancestors are not granted
-/// themselves (Landlock rules cover whole hierarchies), so listing `/` or
-/// `/etc` is denied while opening any non-excluded path beneath works.
-/// Symlinks are never granted: they resolve to a target that is judged on its
-/// own path. Excluded paths are taken both as given and canonicalised.
+/// Expands "everything under `/` except `excluded`" into rules; see
+/// [`grant_beneath_except`].
 pub fn grant_all_except(
     rules: &mut LandlockRules,
     excluded: &[PathBuf],
     access: BitFlags<AccessFs>,
 ) -> Result<(), SandboxError> {
+    grant_beneath_except(rules, Path::new("/"), excluded, access)
+}
+
+/// Grants `access` beneath `base` except beneath any of `excluded`: when no
+/// excluded path lies under `base`, one rule on `base`; otherwise one rule on
+/// every sibling along the way to each excluded path, and nothing inside one.
+/// The excluded paths' ancestors are not granted themselves (a Landlock rule
+/// covers a whole hierarchy), so listing such an ancestor is denied while
+/// opening anything else beneath it works. Symlinks met on the walk are never
+/// granted: they resolve to a target judged on its own path. `base` itself is
+/// canonicalised; a missing `base` grants nothing; a `base` inside an excluded
+/// path grants nothing. Excluded paths count both as given and canonicalised.
+pub fn grant_beneath_except(
+    rules: &mut LandlockRules,
+    base: &Path,
+    excluded: &[PathBuf],
+    access: BitFlags<AccessFs>,
+) -> Result<(), SandboxError> {
+    let base = match std::fs::canonicalize(base) {
+        Ok(b) => b,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+        Err(e) => {
+            return Err(SandboxError::step(
+                "landlock",
+                format!("{}: {e}", base.display()),
+            ))
+        }
+    };
+    let base_c = components(&base);
     let mut ex: Vec<Vec<Vec<u8>>> = Vec::new();
     for p in excluded {
         if !p.is_absolute() {
@@ -218,13 +242,23 @@ pub fn grant_all_except(
             ex.push(components(&real));
         }
     }
-    if ex.iter().any(|c| c.is_empty()) {
-        return Ok(()); // "/" itself excluded: grant nothing.
+    if ex.iter().any(|e| base_c.starts_with(e)) {
+        return Ok(()); // base is inside (or is) an excluded path
     }
-    let root = open_target(Path::new("/"), true)
-        .map_err(|e| SandboxError::step("landlock", format!("/: {e}")))?
-        .ok_or_else(|| SandboxError::step("landlock", "/ is a symlink".into()))?;
-    walk(rules, root.fd, &ex, 0, access)
+    let below: Vec<Vec<Vec<u8>>> = ex.into_iter().filter(|e| e.starts_with(&base_c)).collect();
+    let target = open_target(&base, true)
+        .map_err(|e| SandboxError::step("landlock", format!("{}: {e}", base.display())))?
+        .ok_or_else(|| {
+            SandboxError::step("landlock", format!("{} is a symlink", base.display()))
+        })?;
+    if below.is_empty() {
+        rules.grants.push((target, access));
+        return Ok(());
+    }
+    if !target.is_dir {
+        return Ok(());
+    }
+    walk(rules, target.fd, &below, base_c.len(), access)
 }
 
 fn components(p: &Path) -> Vec<Vec<u8>> {

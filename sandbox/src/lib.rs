@@ -15,6 +15,14 @@ pub mod process;
 pub mod seccomp;
 pub mod sys;
 
+/// The crates whose types appear in this crate's API, re-exported so callers
+/// use exactly the pinned versions.
+pub mod deps {
+    pub use ::caps;
+    pub use ::landlock;
+    pub use ::seccompiler;
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     #[error("{step}: {detail}")]

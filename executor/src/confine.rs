@@ -1,0 +1,183 @@
+//! Applies a `ConfinementProfile` to this process, in order, each step named:
+//! session → rlimits → cgroup → network → close fds → capabilities (bounding) →
+//! groups/gid/uid → capability sets → no_new_privs → Landlock → seccomp.
+//! The first failure stops everything: the caller reports it and exits 126.
+
+use crate::rules;
+use std::ffi::CString;
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use sysward_ipc::profile::ConfinementProfile;
+use sysward_sandbox::deps::{caps, landlock as landlock_rs, seccompiler};
+use sysward_sandbox::{creds, landlock, process, seccomp, sys, SandboxError};
+
+/// A failed step: its name and the error.
+#[derive(Debug)]
+pub struct StepError {
+    pub step: String,
+    pub error: String,
+}
+
+impl From<SandboxError> for StepError {
+    fn from(e: SandboxError) -> Self {
+        let step = e.step_name().to_string();
+        let error = match e {
+            SandboxError::Step { detail, .. } => detail,
+        };
+        StepError { step, error }
+    }
+}
+
+fn fail(step: &str, error: impl std::fmt::Display) -> StepError {
+    StepError {
+        step: step.to_string(),
+        error: error.to_string(),
+    }
+}
+
+/// Where the action's network comes from.
+pub enum Network<'a> {
+    /// Host network (profile.network).
+    Host,
+    /// Enter this namespace (the broker's pre-made empty one).
+    Enter(&'a str),
+    /// Unshare a fresh, empty one.
+    Fresh,
+}
+
+pub fn network_for<'a>(profile: &ConfinementProfile, netns_path: Option<&'a str>) -> Network<'a> {
+    if profile.network {
+        Network::Host
+    } else if let Some(p) = netns_path {
+        Network::Enter(p)
+    } else {
+        Network::Fresh
+    }
+}
+
+/// Everything up to (not including) the credential change: these need root.
+pub fn prepare(
+    profile: &ConfinementProfile,
+    network: Network<'_>,
+    cgroup_dir: Option<&str>,
+    keep_fds: &[i32],
+) -> Result<(), StepError> {
+    // A new session and process group: the broker kills the group (and the
+    // cgroup), and the action has no controlling terminal.
+    sys::setsid().map_err(|e| fail("setsid", e))?;
+    set_rlimits(profile)?;
+    if let Some(dir) = cgroup_dir {
+        join_cgroup(dir)?;
+    }
+    match network {
+        Network::Host => {}
+        Network::Enter(path) => {
+            let c = CString::new(path).map_err(|e| fail("network namespace", e))?;
+            // SAFETY: valid NUL-terminated path; the fd is checked and owned below.
+            let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            if fd < 0 {
+                return Err(fail(
+                    "network namespace",
+                    format!("{path}: {}", std::io::Error::last_os_error()),
+                ));
+            }
+            // SAFETY: fd was just returned by open and is owned by nobody else.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            sys::setns(fd.as_raw_fd(), libc::CLONE_NEWNET)
+                .map_err(|e| fail("network namespace", format!("setns {path}: {e}")))?;
+        }
+        Network::Fresh => {
+            sys::unshare(libc::CLONE_NEWNET)
+                .map_err(|e| fail("network namespace", format!("unshare: {e}")))?;
+        }
+    }
+    // The broker's namespace fd (4) and anything else inherited go now.
+    process::close_fds_except(keep_fds)?;
+    Ok(())
+}
+
+fn set_rlimits(profile: &ConfinementProfile) -> Result<(), StepError> {
+    let l = &profile.limits;
+    let set = [
+        (libc::RLIMIT_NPROC, l.max_processes, "RLIMIT_NPROC"),
+        (libc::RLIMIT_NOFILE, l.max_open_files, "RLIMIT_NOFILE"),
+        (libc::RLIMIT_FSIZE, l.max_file_size, "RLIMIT_FSIZE"),
+        (libc::RLIMIT_AS, l.max_address_space, "RLIMIT_AS"),
+        (libc::RLIMIT_CPU, l.max_cpu_seconds, "RLIMIT_CPU"),
+        (libc::RLIMIT_CORE, l.max_core, "RLIMIT_CORE"),
+    ];
+    for (res, value, name) in set {
+        if let Some(v) = value {
+            sys::setrlimit(res, v).map_err(|e| fail("rlimits", format!("{name}={v}: {e}")))?;
+        }
+    }
+    Ok(())
+}
+
+fn join_cgroup(dir: &str) -> Result<(), StepError> {
+    let path = std::path::Path::new(dir).join("cgroup.procs");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .map_err(|e| fail("cgroup", format!("{}: {e}", path.display())))?;
+    // "0" means the writing process.
+    f.write_all(b"0")
+        .map_err(|e| fail("cgroup", format!("{}: {e}", path.display())))?;
+    Ok(())
+}
+
+/// Built while still root: the Landlock ruleset (path fds opened as root,
+/// before any uid change can hide them) and the seccomp program.
+pub struct Prepared {
+    ruleset: landlock_rs::RulesetCreated,
+    filters: Vec<seccompiler::BpfProgram>,
+    keep: caps::CapsHashSet,
+}
+
+pub fn build(profile: &ConfinementProfile, extra: &rules::Extra) -> Result<Prepared, StepError> {
+    let keep = creds::parse_caps(&profile.capabilities)?;
+    let ll = rules::landlock_rules(profile, extra)?;
+    let ruleset = ll.build()?;
+    let protect_pid = if profile.scope_signals {
+        None
+    } else {
+        // The broker is our parent: with no signal scope, seccomp keeps
+        // kill/tgkill/pidfd_open away from it (and kill -1).
+        // SAFETY: getppid has no preconditions.
+        let ppid = unsafe { libc::getppid() };
+        (ppid > 1).then_some(ppid)
+    };
+    let filters = seccomp::executor_programs(seccomp::DenyListOptions {
+        allow_mount: profile.allow_mount,
+        protect_pid,
+    })?;
+    Ok(Prepared {
+        ruleset,
+        filters,
+        keep,
+    })
+}
+
+/// Credentials, capabilities, no_new_privs, Landlock, seccomp — in that order.
+pub fn apply(profile: &ConfinementProfile, prepared: Prepared) -> Result<(), StepError> {
+    let Prepared {
+        ruleset,
+        filters,
+        keep,
+    } = prepared;
+    let ambient = profile.uid != 0 && !keep.is_empty();
+    creds::restrict_bounding(&keep)?;
+    if ambient {
+        creds::keep_caps_across_setuid()?;
+    }
+    creds::switch_user(profile.uid, profile.gid, &profile.groups)?;
+    creds::set_capabilities(&keep, ambient)?;
+    if profile.uid != 0 {
+        // setresuid away from root reset it; a root action keeps the default.
+        process::set_non_dumpable()?;
+    }
+    process::set_no_new_privs()?;
+    landlock::enforce(ruleset)?;
+    seccomp::install(&filters)?;
+    Ok(())
+}
