@@ -851,16 +851,15 @@ fn write_file(a: &WriteFileArgs, ctx: &Ctx) -> OpResult {
         None => Vec::new(),
     };
     let verb = if st.is_some() { "replaced" } else { "created" };
-    replace_content(
-        &parent,
-        st.as_ref(),
-        &old,
-        a.content.as_bytes(),
+    let r = Replace {
+        st: st.as_ref(),
+        old: &old,
+        new: a.content.as_bytes(),
         mode,
-        a.validate.as_ref(),
-        ctx,
+        validate: a.validate.as_ref(),
         verb,
-    )
+    };
+    replace_content(&parent, r, ctx)
 }
 
 fn edit_file(a: &EditFileArgs, ctx: &Ctx) -> OpResult {
@@ -896,16 +895,15 @@ fn edit_file(a: &EditFileArgs, ctx: &Ctx) -> OpResult {
         ));
     }
     let new = text.replacen(a.old_text.as_str(), &a.new_text, 1);
-    replace_content(
-        &parent,
-        Some(&st),
-        &old,
-        new.as_bytes(),
-        None,
-        a.validate.as_ref(),
-        ctx,
-        "edited",
-    )
+    let r = Replace {
+        st: Some(&st),
+        old: &old,
+        new: new.as_bytes(),
+        mode: None,
+        validate: a.validate.as_ref(),
+        verb: "edited",
+    };
+    replace_content(&parent, r, ctx)
 }
 
 fn append_file(a: &AppendFileArgs, ctx: &Ctx) -> OpResult {
