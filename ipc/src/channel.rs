@@ -1,6 +1,6 @@
 //! A SEQPACKET endpoint that sends and receives whole, bounded frames.
 
-use crate::codec::{self, CodecError, Header, Message};
+use crate::codec::{self, CodecError, Header, Message, HEADER_LEN};
 use nix::errno::Errno;
 use nix::sys::socket::{
     recvmsg, send, setsockopt, socketpair, sockopt, AddressFamily, MsgFlags, SockFlag, SockType,
@@ -28,25 +28,43 @@ impl ChannelError {
     pub fn is_disconnect(&self) -> bool {
         matches!(
             self,
-            ChannelError::Closed | ChannelError::Io(Errno::ECONNRESET) | ChannelError::Io(Errno::EPIPE)
+            ChannelError::Closed
+                | ChannelError::Io(Errno::ECONNRESET)
+                | ChannelError::Io(Errno::EPIPE)
         )
     }
 }
 
-/// Receive buffers above this size are released after use, so one large message
-/// does not keep its pages resident for the rest of the session.
+/// Largest datagram sent or accepted, header included. Linux refuses an
+/// AF_UNIX datagram above the sender's `SO_SNDBUF` (≈208 KiB by default) and,
+/// whatever the buffer, above ≈4 MiB (the largest linear skb), so a message
+/// larger than this travels as several fragments, each with the full header.
+pub const FRAGMENT: usize = 192 << 10;
+
+/// Header flag (byte 6): more fragments of this message follow.
+pub const FLAG_MORE: u8 = 0x01;
+
+/// Reassembly buffers above this size are released after use, so one large
+/// message does not keep its pages for the rest of the session.
 const KEEP_BUFFER: usize = 1 << 20;
 
 /// One end of a SEQPACKET channel.
 #[derive(Debug)]
 pub struct Channel {
     fd: OwnedFd,
-    buf: Vec<u8>,
+    /// One datagram.
+    datagram: Vec<u8>,
+    /// The message being reassembled.
+    message: Vec<u8>,
 }
 
 impl Channel {
     pub fn new(fd: OwnedFd) -> Self {
-        Channel { fd, buf: Vec::new() }
+        Channel {
+            fd,
+            datagram: Vec::new(),
+            message: Vec::new(),
+        }
     }
 
     /// A connected pair, both ends close-on-exec.
@@ -60,12 +78,12 @@ impl Channel {
         Ok((Channel::new(a), Channel::new(b)))
     }
 
-    /// Raises the send buffer so one datagram of `bytes` fits. An AF_UNIX
-    /// datagram cannot exceed the sender's `SO_SNDBUF` (≈208 KiB by default);
-    /// `SO_SNDBUFFORCE` needs CAP_NET_ADMIN, so the broker sets it on both ends
-    /// of a pair before handing one to an unprivileged child.
+    /// Raises the send buffer so that several fragments of a large message can
+    /// be in flight at once (fewer wake-ups). `SO_SNDBUFFORCE` needs
+    /// CAP_NET_ADMIN, so the broker sets it on both ends of a pair before
+    /// handing one to an unprivileged child. Messages work without it.
     pub fn force_send_buffer(&self, bytes: usize) -> Result<(), ChannelError> {
-        let size = bytes.saturating_add(64 << 10).min(i32::MAX as usize / 2);
+        let size = bytes.clamp(FRAGMENT * 2, 8 << 20);
         setsockopt(&self.fd, sockopt::SndBufForce, &size)?;
         Ok(())
     }
@@ -82,17 +100,42 @@ impl Channel {
         self.fd
     }
 
-    /// Sends one message as one datagram.
+    /// Sends one message (fragmented when larger than [`FRAGMENT`]).
     pub fn send<M: Message>(&self, msg: &M) -> Result<(), ChannelError> {
         let frame = codec::encode(msg)?;
         self.send_frame(&frame)
     }
 
-    /// Sends raw bytes as one datagram (tests use this to send garbage).
+    /// Sends an encoded frame, fragmenting it as needed.
     pub fn send_frame(&self, frame: &[u8]) -> Result<(), ChannelError> {
+        if frame.len() <= FRAGMENT || frame.len() < HEADER_LEN {
+            return self.send_datagram(frame);
+        }
+        let mut header = [0u8; HEADER_LEN];
+        header.copy_from_slice(&frame[..HEADER_LEN]);
+        let body = &frame[HEADER_LEN..];
+        let per = FRAGMENT - HEADER_LEN;
+        let count = body.len().div_ceil(per);
+        let mut datagram = Vec::with_capacity(FRAGMENT);
+        for (i, chunk) in body.chunks(per).enumerate() {
+            datagram.clear();
+            datagram.extend_from_slice(&header);
+            if i + 1 < count {
+                datagram[6] |= FLAG_MORE;
+            } else {
+                datagram[6] &= !FLAG_MORE;
+            }
+            datagram.extend_from_slice(chunk);
+            self.send_datagram(&datagram)?;
+        }
+        Ok(())
+    }
+
+    /// Sends raw bytes as exactly one datagram (tests use it to send garbage).
+    pub fn send_datagram(&self, bytes: &[u8]) -> Result<(), ChannelError> {
         loop {
-            match send(self.fd.as_raw_fd(), frame, MsgFlags::MSG_NOSIGNAL) {
-                Ok(n) if n == frame.len() => return Ok(()),
+            match send(self.fd.as_raw_fd(), bytes, MsgFlags::MSG_NOSIGNAL) {
+                Ok(n) if n == bytes.len() => return Ok(()),
                 Ok(_) => return Err(ChannelError::Io(Errno::EMSGSIZE)),
                 Err(Errno::EINTR) => continue,
                 Err(e) => return Err(e.into()),
@@ -100,23 +143,23 @@ impl Channel {
         }
     }
 
-    /// Receives one datagram of at most `max` bytes; a longer one is an error
-    /// (`MSG_TRUNC`), never silently cut.
-    pub fn recv_frame(&mut self, max: usize) -> Result<&[u8], ChannelError> {
-        if self.buf.len() > KEEP_BUFFER && max <= KEEP_BUFFER {
-            self.buf = Vec::new();
-        }
-        if self.buf.len() < max + 1 {
-            // Zeroed allocation of a large size is an untouched mapping: only the
-            // pages a message writes become resident.
-            self.buf = vec![0u8; max + 1];
+    /// Receives one datagram of at most [`FRAGMENT`] bytes; a longer one is an
+    /// error (`MSG_TRUNC`), never silently cut.
+    fn recv_datagram(&mut self) -> Result<usize, ChannelError> {
+        if self.datagram.len() < FRAGMENT + 1 {
+            self.datagram = vec![0u8; FRAGMENT + 1];
         }
         let n = loop {
-            let mut iov = [IoSliceMut::new(&mut self.buf[..max + 1])];
-            match recvmsg::<()>(self.fd.as_raw_fd(), &mut iov, None, MsgFlags::MSG_CMSG_CLOEXEC) {
+            let mut iov = [IoSliceMut::new(&mut self.datagram[..])];
+            match recvmsg::<()>(
+                self.fd.as_raw_fd(),
+                &mut iov,
+                None,
+                MsgFlags::MSG_CMSG_CLOEXEC,
+            ) {
                 Ok(msg) => {
-                    if msg.flags.contains(MsgFlags::MSG_TRUNC) || msg.bytes > max {
-                        return Err(ChannelError::Truncated { max });
+                    if msg.flags.contains(MsgFlags::MSG_TRUNC) || msg.bytes > FRAGMENT {
+                        return Err(ChannelError::Truncated { max: FRAGMENT });
                     }
                     break msg.bytes;
                 }
@@ -127,7 +170,57 @@ impl Channel {
         if n == 0 {
             return Err(ChannelError::Closed);
         }
-        Ok(&self.buf[..n])
+        Ok(n)
+    }
+
+    /// Receives one whole frame of at most `max` bytes (reassembled from its
+    /// fragments), asking `permit` about its header as soon as the first
+    /// fragment arrives: `permit` returns the cap for that kind or refuses it.
+    fn recv_frame_checked(
+        &mut self,
+        max: usize,
+        permit: impl FnOnce(Header) -> Result<usize, ChannelError>,
+    ) -> Result<&[u8], ChannelError> {
+        if self.message.capacity() > KEEP_BUFFER {
+            self.message = Vec::new();
+        }
+        self.message.clear();
+        let n = self.recv_datagram()?;
+        let header = Header::parse(&self.datagram[..n])?;
+        let cap = permit(header)?.min(max);
+        let mut more = self.datagram[6] & FLAG_MORE != 0;
+        if n > cap {
+            return Err(CodecError::TooLarge { len: n, max: cap }.into());
+        }
+        self.message.extend_from_slice(&self.datagram[..n]);
+        while more {
+            let n = self.recv_datagram()?;
+            let next = Header::parse(&self.datagram[..n])?;
+            if next.kind != header.kind {
+                return Err(CodecError::KindMismatch {
+                    header: header.kind,
+                    body: next.kind,
+                }
+                .into());
+            }
+            let total = self.message.len() + n - HEADER_LEN;
+            if total > cap {
+                return Err(CodecError::TooLarge {
+                    len: total,
+                    max: cap,
+                }
+                .into());
+            }
+            more = self.datagram[6] & FLAG_MORE != 0;
+            self.message
+                .extend_from_slice(&self.datagram[HEADER_LEN..n]);
+        }
+        Ok(&self.message)
+    }
+
+    /// Receives one raw frame of at most `max` bytes (reassembled).
+    pub fn recv_frame(&mut self, max: usize) -> Result<&[u8], ChannelError> {
+        self.recv_frame_checked(max, |_| Ok(max))
     }
 
     /// Receives and decodes one message of type `M`.
@@ -137,24 +230,17 @@ impl Channel {
 
     /// Receives one message, asking `permit` about its header first: `permit`
     /// returns the size cap for that kind or refuses the kind outright. Nothing
-    /// of the body is decoded for a refused kind.
+    /// of the body is decoded (or even reassembled) for a refused kind.
     pub fn recv_checked<M: Message>(
         &mut self,
         permit: impl FnOnce(Header) -> Result<usize, ChannelError>,
     ) -> Result<M, ChannelError> {
-        let frame = self.recv_frame(M::MAX_FRAME)?;
-        let header = Header::parse(frame)?;
-        if M::kind_name(header.kind).is_none() {
-            return Err(CodecError::UnknownKind(header.kind).into());
-        }
-        let cap = permit(header)?;
-        if frame.len() > cap {
-            return Err(CodecError::TooLarge {
-                len: frame.len(),
-                max: cap,
+        let frame = self.recv_frame_checked(M::MAX_FRAME, |header| {
+            if M::kind_name(header.kind).is_none() {
+                return Err(CodecError::UnknownKind(header.kind).into());
             }
-            .into());
-        }
+            permit(header)
+        })?;
         Ok(codec::decode::<M>(frame)?)
     }
 
