@@ -8,7 +8,7 @@ use sysward_ipc::codec::{decode, encode, CodecError, HEADER_LEN, MAGIC};
 use sysward_ipc::exec::ExecReport;
 use sysward_ipc::gateway::GatewayAnswer;
 use sysward_ipc::operator::{OperatorAnswer, OperatorRequest};
-use sysward_ipc::{Channel, ChannelError, Message, PROTOCOL_VERSION};
+use sysward_ipc::{Channel, ChannelError, PROTOCOL_VERSION};
 
 fn tool(args_len: usize) -> AgentRequest {
     AgentRequest::Tool(ToolRequest {
@@ -201,5 +201,4 @@ fn random_frames_never_panic_a_decoder() {
         let _ = decode::<GatewayAnswer>(&frame);
         let _ = decode::<ExecReport>(&frame);
     }
-    assert!(AgentRequest::MAX_FRAME > 0);
 }
