@@ -232,7 +232,7 @@ pub fn parse_json(v: &Value) -> Result<Completion, String> {
                     .and_then(Value::as_str)
                     .filter(|s| !s.is_empty())
                     .map(str::to_string)
-                    .unwrap_or_else(|| format!("call_{i}")),
+                    .unwrap_or_default(),
                 tool: name,
                 arguments: arguments_of(f.get("arguments").unwrap_or(&Value::Null)),
             });
@@ -317,11 +317,7 @@ pub fn parse_sse(text: &str) -> Result<Completion, String> {
         .enumerate()
         .filter(|(_, (_, n, _))| !n.is_empty())
         .map(|(i, (id, tool, arguments))| Call {
-            id: if id.is_empty() {
-                format!("call_{i}")
-            } else {
-                id
-            },
+            id,
             tool,
             arguments: if arguments.trim().is_empty() {
                 "{}".into()

@@ -109,9 +109,28 @@ pub fn build(p: &PromptParts) -> String {
         s.push('\n');
     }
     if !p.memory.trim().is_empty() {
+        // A large memoria.md must not crowd out the work: ~15 % of the context.
+        let max = p
+            .context_size
+            .map(|n| (n as usize).saturating_mul(3) * 15 / 100)
+            .unwrap_or(24_000)
+            .max(2_000);
+        let memory = if p.memory.len() > max {
+            let mut end = max;
+            while !p.memory.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!(
+                "{}\n[… memoria.md continues: {} more bytes not shown; prune it with forget]",
+                &p.memory[..end],
+                p.memory.len() - end
+            )
+        } else {
+            p.memory.to_string()
+        };
         s.push_str(&fenced(
             "MEMORIA.MD (durable notes; lower authority than the above; update with remember/forget):",
-            p.memory,
+            &memory,
         ));
     }
     if !p.summary.trim().is_empty() {

@@ -161,9 +161,14 @@ impl Session {
         }
     }
 
+    /// Whether a native call id already appears in the history.
+    pub fn call_id_used(&self, id: &str) -> bool {
+        self.msgs.iter().any(|m| m.calls.iter().any(|c| c.id == id))
+    }
+
     pub fn next_call_id(&mut self) -> String {
         self.call_seq += 1;
-        format!("c{}", self.call_seq)
+        format!("sw{}", self.call_seq)
     }
 
     pub fn save_context(&mut self) -> Result<(), Stop> {
@@ -317,7 +322,24 @@ impl Session {
             history.push_str(&crate::redact::redact(&m.as_text()).text);
         }
         let chunk_max = ctx_bytes.map(|b| b / 2).unwrap_or(96 << 10);
-        let journal = self.state.unsummarized_journal();
+        // The newest journal events that fit in ~15 % of the context.
+        let journal = {
+            let full = self.state.unsummarized_journal();
+            let max = ctx_bytes.map(|b| b * 15 / 100).unwrap_or(32 << 10);
+            if full.len() > max {
+                let mut start = full.len() - max;
+                while !full.is_char_boundary(start) {
+                    start += 1;
+                }
+                let cut = full[start..]
+                    .find('\n')
+                    .map(|i| start + i + 1)
+                    .unwrap_or(start);
+                full[cut..].to_string()
+            } else {
+                full
+            }
+        };
         let mut summary = self.state.summary.clone();
         let system = context::summary_system();
         let chunks = context::chunks(&history, chunk_max);

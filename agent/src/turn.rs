@@ -41,9 +41,30 @@ fn hash_of(parts: &[&str]) -> u64 {
     h.finish()
 }
 
-/// Call identity: tool name and canonical (key-sorted) arguments.
+/// JSON with object keys sorted at every level, whatever map order serde_json
+/// was built with.
+pub fn canonical(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let parts: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", Value::String(k.clone()), canonical(&m[k])))
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(canonical).collect::<Vec<_>>().join(",")
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// Call identity: tool name and canonical arguments.
 pub fn call_key(tool: &str, args: &Map<String, Value>) -> u64 {
-    hash_of(&[tool, &Value::Object(args.clone()).to_string()])
+    hash_of(&[tool, &canonical(&Value::Object(args.clone()))])
 }
 
 pub fn result_key(r: &ToolResult) -> u64 {
@@ -183,15 +204,24 @@ impl Session {
             let content = strip_think(&c.content);
             let parsed = toolcall::parse(&content);
             let (pending, errors, shown, native_calls) = if !c.calls.is_empty() {
-                let calls: Vec<Call> = c
-                    .calls
-                    .iter()
-                    .map(|k| Call {
-                        id: k.id.clone(),
+                let mut calls: Vec<Call> = Vec::new();
+                for k in &c.calls {
+                    // Some servers send no id, or the same id every step.
+                    let id = if k.id.is_empty()
+                        || k.id.len() > 64
+                        || calls.iter().any(|x| x.id == k.id)
+                        || self.call_id_used(&k.id)
+                    {
+                        self.next_call_id()
+                    } else {
+                        k.id.clone()
+                    };
+                    calls.push(Call {
+                        id,
                         tool: k.tool.clone(),
                         arguments: k.arguments.clone(),
-                    })
-                    .collect();
+                    });
+                }
                 let pending = calls
                     .iter()
                     .map(|k| Pending {
@@ -359,8 +389,10 @@ impl Session {
         budget: &mut Budget,
         calls_in_step: usize,
     ) -> Result<Done, TurnError> {
+        // The broker sees our own unique ids; the model's id maps the result.
+        let req_id = self.next_call_id();
         let id = if p.id.is_empty() {
-            self.next_call_id()
+            req_id.clone()
         } else {
             p.id.clone()
         };
@@ -395,22 +427,22 @@ impl Session {
             });
         }
         self.link.event(AgentEvent::ToolStart {
-            call_id: id.clone(),
+            call_id: req_id.clone(),
             summary: crate::redact::redact(&summary).text,
         })?;
         let result = if meta.is_local() {
-            self.local_tool(&id, meta, &args)?
+            self.local_tool(&req_id, meta, &args)?
         } else {
             let arguments = Value::Object(args.clone()).to_string();
             match self.link.tool(ToolRequest {
-                call_id: id.clone(),
+                call_id: req_id.clone(),
                 tool: meta.name.to_string(),
                 arguments,
             }) {
                 Ok(r) => r,
                 Err(Stop::Cancelled) => {
                     let _ = self.link.event(AgentEvent::ToolEnd {
-                        call_id: id.clone(),
+                        call_id: req_id.clone(),
                         status: ToolStatus::Cancelled,
                         duration_ms: 0,
                     });
@@ -420,7 +452,7 @@ impl Session {
             }
         };
         self.link.event(AgentEvent::ToolEnd {
-            call_id: id.clone(),
+            call_id: req_id.clone(),
             status: result.status,
             duration_ms: result.duration_ms,
         })?;

@@ -23,7 +23,10 @@ fn task_runs_a_tool_and_finishes_done() {
     let tools = rec.tools();
     assert_eq!(tools.len(), 1);
     assert_eq!(tools[0].tool, "exec");
-    assert_eq!(tools[0].call_id, "call_1");
+    assert_eq!(
+        tools[0].call_id, "sw1",
+        "the broker sees the agent's own ids"
+    );
     let out = rec.outcomes();
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].status, TaskStatus::Done);
@@ -933,6 +936,7 @@ fn a_cancelled_tool_leaves_a_valid_history() {
     );
     assert_eq!(msgs[3]["tool_call_id"], "c1");
     assert_eq!(msgs[4]["tool_call_id"], "c2");
+    assert_eq!(msgs[2]["tool_calls"][1]["id"], "c2");
     assert!(msgs[5]["content"]
         .as_str()
         .unwrap()
@@ -1016,4 +1020,44 @@ fn previous_session_too_big_is_compacted_first_and_long_history_is_chunked() {
     assert!(!system_of(first_real).contains("ÚLTIMOS MENSAJES"));
     assert!(system_of(first_real).contains("CONTEXTO HISTÓRICO"));
     assert!(rec.infos().iter().any(|i| i.contains("summarized")));
+}
+
+#[test]
+fn missing_or_repeated_native_ids_are_replaced() {
+    let no_id = http(
+        200,
+        json!({"choices":[{"message":{"role":"assistant","content":"","tool_calls":[
+        {"type":"function","function":{"name":"exec","arguments":"{\"command\":\"uptime\"}"}},
+        {"id":"same","type":"function","function":{"name":"exec","arguments":"{\"command\":\"date\"}"}}]}}]}),
+    );
+    let (_, rec) = Fake::new(
+        tasks_setup(vec![task("01.md", "x")]),
+        scripted(vec![
+            no_id,
+            calls(&[("same", "exec", json!({"command":"id"}))]),
+            done("ok"),
+        ]),
+    )
+    .run();
+    let msgs = rec.chats[2]["messages"].as_array().unwrap();
+    let mut ids = vec![];
+    for m in msgs {
+        if let Some(tc) = m["tool_calls"].as_array() {
+            for c in tc {
+                ids.push(c["id"].as_str().unwrap().to_string());
+            }
+        }
+    }
+    assert_eq!(ids.len(), 3);
+    let mut d = ids.clone();
+    d.sort();
+    d.dedup();
+    assert_eq!(d.len(), 3, "{ids:?}");
+    assert!(ids.iter().all(|i| !i.is_empty()));
+    let answered: Vec<&str> = msgs
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["tool_call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(answered, ids.iter().map(String::as_str).collect::<Vec<_>>());
 }

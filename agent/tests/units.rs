@@ -790,3 +790,18 @@ fn loop_guard_warns_blocks_and_refuses() {
     g.record_refusal(2);
     assert!(g.precheck(2), "a refusal does not reset the guard");
 }
+
+#[test]
+fn call_identity_ignores_key_order() {
+    use sysward_agent::turn::{call_key, canonical};
+    let a: serde_json::Map<String, Value> =
+        serde_json::from_str(r#"{"command":"ls","args":["-l"],"cwd":"/"}"#).unwrap();
+    let b: serde_json::Map<String, Value> =
+        serde_json::from_str(r#"{"cwd":"/","args":["-l"],"command":"ls"}"#).unwrap();
+    assert_eq!(call_key("exec", &a), call_key("exec", &b));
+    assert_ne!(call_key("exec", &a), call_key("shell", &a));
+    assert_eq!(
+        canonical(&json!({"b":1,"a":{"d":[1,{"z":0,"y":1}],"c":"x"}})),
+        r#"{"a":{"c":"x","d":[1,{"y":1,"z":0}]},"b":1}"#
+    );
+}
