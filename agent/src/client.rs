@@ -219,7 +219,7 @@ pub fn parse_json(v: &Value) -> Result<Completion, String> {
         ..Completion::default()
     };
     if let Some(calls) = msg.get("tool_calls").and_then(Value::as_array) {
-        for (i, tc) in calls.iter().enumerate() {
+        for tc in calls {
             let f = tc.get("function").unwrap_or(tc);
             let name = f
                 .get("name")
@@ -314,9 +314,8 @@ pub fn parse_sse(text: &str) -> Result<Completion, String> {
     }
     c.calls = calls
         .into_iter()
-        .enumerate()
-        .filter(|(_, (_, n, _))| !n.is_empty())
-        .map(|(i, (id, tool, arguments))| Call {
+        .filter(|(_, n, _)| !n.is_empty())
+        .map(|(id, tool, arguments)| Call {
             id,
             tool,
             arguments: if arguments.trim().is_empty() {
