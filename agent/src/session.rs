@@ -505,7 +505,13 @@ fn finish(s: &mut Session, result: Result<SessionEnd, Stop>) -> SessionEnd {
             s.state
                 .journal("session", &format!("session end: {}", end.reason));
             let _ = s.save_context();
-            s.link.shutdown(&end.reason);
+            // "done" is the broker's word for a normal end.
+            let reason = if end.exit_code == 5 {
+                end.reason.as_str()
+            } else {
+                "done"
+            };
+            s.link.shutdown(reason);
             end
         }
         Err(Stop::Goodbye(reason)) => {

@@ -257,7 +257,7 @@ pub static TOOLS: &[ToolMeta] = &[
         name: "find_program",
         desc: "Check which programs exist and which package provides a missing one.",
         effect: Effect::Read,
-        params: &[p("names", Ty::StrList, true, "")],
+        params: &[p("programs", Ty::StrList, true, "")],
     },
     ToolMeta {
         name: "remember",
@@ -432,7 +432,7 @@ pub fn summary(tool: &str, args: &Map<String, Value>) -> String {
         "chmod" => format!("{} {}", s("mode"), s("path")),
         "chown" => format!("{}:{} {}", s("owner"), s("group"), s("path")),
         "find_program" => args
-            .get("names")
+            .get("programs")
             .and_then(Value::as_array)
             .map(|a| {
                 a.iter()
