@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 
 /// The gateway's whole configuration arrives over the channel, never in argv or
 /// the environment, so the key is not visible in `/proc/<pid>/cmdline|environ`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Its `Debug` masks the key.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GatewaySetup {
     /// `API_URL` from init.conf, e.g. `http://127.0.0.1:8080/v1`.
     pub api_url: String,
@@ -24,6 +25,51 @@ pub struct GatewaySetup {
     pub system_roots_pem: Vec<u8>,
 }
 
+impl std::fmt::Debug for GatewaySetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewaySetup")
+            .field("api_url", &self.api_url)
+            .field(
+                "api_key",
+                &if self.api_key.is_empty() {
+                    "(none)"
+                } else {
+                    "(set, masked)"
+                },
+            )
+            .field("request_timeout_secs", &self.request_timeout_secs)
+            .field("max_response_bytes", &self.max_response_bytes)
+            .field("resolved", &self.resolved)
+            .field(
+                "extra_roots_pem",
+                &format_args!("{} bytes", self.extra_roots_pem.len()),
+            )
+            .field(
+                "system_roots_pem",
+                &format_args!("{} bytes", self.system_roots_pem.len()),
+            )
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn debug_never_prints_the_key() {
+        let s = super::GatewaySetup {
+            api_url: "http://h/v1".into(),
+            api_key: "sk-very-secret-value".into(),
+            request_timeout_secs: 1,
+            max_response_bytes: 1,
+            resolved: vec![],
+            extra_roots_pem: vec![],
+            system_roots_pem: vec![],
+        };
+        let shown = format!("{s:?} {:?}", super::GatewayRequest::Setup(s.clone()));
+        assert!(!shown.contains("sk-very-secret-value"), "{shown}");
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GatewayRequest {
     Hello { build: String },
@@ -34,11 +80,19 @@ pub enum GatewayRequest {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GatewayAnswer {
-    Welcome { build: String, pid: u32 },
+    Welcome {
+        build: String,
+        pid: u32,
+    },
     Ready,
-    Reply { id: u64, reply: ModelReply },
+    Reply {
+        id: u64,
+        reply: ModelReply,
+    },
     /// Fatal: the gateway refuses to go on (bad setup, version mismatch).
-    Error { message: String },
+    Error {
+        message: String,
+    },
 }
 
 /// Requests carry at most a chat body (the agent's whole context plus tool
