@@ -275,6 +275,39 @@ impl Fake {
         }
     }
 
+    /// Runs the real `sysward-agent` binary (confined, as `uid`/`gid`) against
+    /// this fake broker; returns its exit status and what the broker saw.
+    pub fn run_process(self, uid: u32, gid: u32) -> (std::process::ExitStatus, Record) {
+        use std::process::{Command, Stdio};
+        let (a, b) = Channel::pair().unwrap();
+        let _ = a.force_send_buffer(8 << 20);
+        let _ = b.force_send_buffer(8 << 20);
+        // The socket goes in as stdin; the shell moves it to fd 3 (no unsafe
+        // pre_exec needed) and execs the agent with an empty environment.
+        let mut child = Command::new("/bin/bash")
+            .arg("-c")
+            .arg("exec 3<&0 0</dev/null; exec \"$0\" --uid \"$1\" --gid \"$2\"")
+            .arg(env!("CARGO_BIN_EXE_sysward-agent"))
+            .arg(uid.to_string())
+            .arg(gid.to_string())
+            .env_clear()
+            .stdin(Stdio::from(a.into_fd()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let rec = Arc::new(Mutex::new(Record::default()));
+        let r2 = rec.clone();
+        let h: JoinHandle<()> = std::thread::spawn(move || self.serve(b, r2));
+        let out = child.wait_with_output().unwrap();
+        h.join().unwrap();
+        if !out.stderr.is_empty() {
+            eprintln!("agent stderr: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let r = rec.lock().unwrap().clone();
+        (out.status, r)
+    }
+
     /// Runs the agent harness against this fake broker; returns what the broker saw.
     pub fn run(self) -> (sysward_agent::SessionEnd, Record) {
         self.run_with(sysward_agent::Options {
