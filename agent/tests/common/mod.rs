@@ -284,7 +284,7 @@ impl Fake {
         let _ = b.force_send_buffer(8 << 20);
         // The socket goes in as stdin; the shell moves it to fd 3 (no unsafe
         // pre_exec needed) and execs the agent with an empty environment.
-        let mut child = Command::new("/bin/bash")
+        let child = Command::new("/bin/bash")
             .arg("-c")
             .arg("exec 3<&0 0</dev/null; exec \"$0\" --uid \"$1\" --gid \"$2\"")
             .arg(env!("CARGO_BIN_EXE_sysward-agent"))
