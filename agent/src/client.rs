@@ -10,6 +10,8 @@ use sysward_ipc::model::{ModelEndpoint, ModelFailure, ModelReply, ModelRequest};
 
 /// The largest model response the agent accepts.
 pub const RESPONSE_MAX: usize = 64 << 20;
+/// Largest model request body the broker channel carries (40 MiB frame).
+pub const MODEL_BODY_MAX: usize = (40 << 20) - (64 << 10);
 /// Backoff before retry 1, 2, 3.
 pub const BACKOFF_SECS: [u64; 3] = [1, 2, 4];
 /// Largest Retry-After honoured.
@@ -408,6 +410,15 @@ impl Client {
         body: Vec<u8>,
         stream: bool,
     ) -> Result<HttpOk, ModelError> {
+        if body.len() > MODEL_BODY_MAX {
+            // The channel would refuse it and end the session: treat it as a
+            // context problem, which compaction can solve.
+            return Err(ModelError::ContextExceeded(format!(
+                "the request of {} bytes exceeds the {} MiB limit of a model request",
+                body.len(),
+                MODEL_BODY_MAX >> 20
+            )));
+        }
         let mut attempt = 0usize;
         loop {
             let reply = link.model(ModelRequest::new(endpoint, body.clone(), stream))?;

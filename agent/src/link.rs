@@ -56,6 +56,44 @@ fn kind_of(a: &AgentAnswer) -> &'static str {
     }
 }
 
+/// Longest text carried by one event (the broker caps an event frame at 1 MiB).
+pub const EVENT_TEXT_MAX: usize = 256 << 10;
+
+/// Cuts `s` to at most `max` bytes on a character boundary, saying so.
+pub fn clip_text(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max.saturating_sub(40);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n[… {} more bytes not shown]", &s[..end], s.len() - end)
+}
+
+fn clip_event(ev: AgentEvent) -> AgentEvent {
+    let c = |s: String| clip_text(&s, EVENT_TEXT_MAX);
+    match ev {
+        AgentEvent::Info(s) => AgentEvent::Info(c(s)),
+        AgentEvent::Warning(s) => AgentEvent::Warning(c(s)),
+        AgentEvent::Answer(s) => AgentEvent::Answer(c(s)),
+        AgentEvent::ToolStart { call_id, summary } => AgentEvent::ToolStart {
+            call_id,
+            summary: clip_text(&summary, 4096),
+        },
+        other => other,
+    }
+}
+
+fn clip_outcome(mut o: TaskOutcome) -> TaskOutcome {
+    o.summary = clip_text(&o.summary, 64 << 10);
+    o.conflicts.truncate(50);
+    for c in &mut o.conflicts {
+        *c = clip_text(c, 2000);
+    }
+    o
+}
+
 impl Link {
     pub fn new(chan: Channel) -> Self {
         Link { chan, requests: 0 }
@@ -102,7 +140,7 @@ impl Link {
     }
 
     pub fn event(&mut self, ev: AgentEvent) -> Result<(), Stop> {
-        self.expect_ack(&AgentRequest::Event(ev), "Event")
+        self.expect_ack(&AgentRequest::Event(clip_event(ev)), "Event")
     }
 
     pub fn info(&mut self, text: impl Into<String>) -> Result<(), Stop> {
@@ -144,7 +182,10 @@ impl Link {
     }
 
     pub fn task_finished(&mut self, outcome: TaskOutcome) -> Result<(), Stop> {
-        self.expect_ack(&AgentRequest::TaskFinished(outcome), "TaskFinished")
+        self.expect_ack(
+            &AgentRequest::TaskFinished(clip_outcome(outcome)),
+            "TaskFinished",
+        )
     }
 
     pub fn next_input(&mut self) -> Result<OperatorInput, Stop> {
@@ -161,7 +202,7 @@ impl Link {
         if self
             .chan
             .send(&AgentRequest::Shutdown {
-                reason: reason.to_string(),
+                reason: clip_text(reason, 4096),
             })
             .is_err()
         {

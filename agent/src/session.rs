@@ -183,7 +183,29 @@ impl Session {
             content: crate::redact::redact(&m.as_text()).text,
         }));
         self.state.set_recent(recent);
-        let bytes = self.state.to_bytes();
+        let mut bytes = self.state.to_bytes();
+        // Stay under the broker's cap for a state file, dropping the least
+        // useful first: a kept corrupt copy, the oldest recent messages, the
+        // journal's oldest events.
+        let max = sysward_ipc::agent::STATE_FILE_MAX - (16 << 10);
+        while bytes.len() > max {
+            if let Some(c) = &mut self.state.corrupt_previous {
+                if c.len() > 1024 {
+                    let keep = c.len().saturating_sub(bytes.len() - max + 1024).max(1024);
+                    *c = crate::link::clip_text(c, keep);
+                    bytes = self.state.to_bytes();
+                    continue;
+                }
+            }
+            if !self.state.recent.is_empty() {
+                self.state.recent.remove(0);
+            } else if !self.state.journal.is_empty() {
+                self.state.journal.remove(0);
+            } else {
+                self.state.summary = crate::link::clip_text(&self.state.summary, max / 2);
+            }
+            bytes = self.state.to_bytes();
+        }
         self.link.save_state(StateFile::Context, bytes)
     }
 

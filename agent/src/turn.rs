@@ -21,6 +21,10 @@ pub const CHECKPOINT_STEP: u32 = 6;
 /// Identical call + identical result: warn at the 3rd, stop at the 5th.
 pub const LOOP_WARN: u32 = 3;
 pub const LOOP_BLOCK: u32 = 5;
+/// Calls run from one model reply; more are refused.
+pub const MAX_CALLS_PER_STEP: usize = 16;
+/// Largest arguments of one call (the seed's 40 MiB, less the frame overhead).
+pub const TOOL_ARGS_MAX: usize = (40 << 20) - (64 << 10);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TurnEnd {
@@ -304,8 +308,26 @@ impl Session {
             let n = pending.len().max(1);
             let mut done: Vec<Done> = Vec::new();
             let mut step_chars = 0usize;
-            for p in pending {
-                let d = self.execute(p, &mut guard, &mut budget, n)?;
+            for (i, p) in pending.into_iter().enumerate() {
+                if i >= MAX_CALLS_PER_STEP {
+                    let id = if p.id.is_empty() {
+                        self.next_call_id()
+                    } else {
+                        p.id.clone()
+                    };
+                    done.push(Done {
+                        text: observe::agent_error(
+                            &id,
+                            &p.tool,
+                            &format!("at most {MAX_CALLS_PER_STEP} calls run per step; repeat it in the next step if still needed"),
+                        ),
+                        id,
+                        failed: true,
+                        verdict: Verdict::Fine,
+                    });
+                    continue;
+                }
+                let d = self.execute(p, &mut guard, &mut budget, n.min(MAX_CALLS_PER_STEP))?;
                 step_chars += d.text.chars().count();
                 done.push(d);
             }
@@ -402,6 +424,17 @@ impl Session {
             failed: true,
             verdict: Verdict::Fine,
         };
+        if p.arguments.len() > TOOL_ARGS_MAX {
+            return Ok(refuse(
+                &id,
+                &p.tool,
+                &format!(
+                    "arguments of {} bytes exceed the {} MiB limit; split the work",
+                    p.arguments.len(),
+                    TOOL_ARGS_MAX >> 20
+                ),
+            ));
+        }
         let Some(meta) = tools::find(&p.tool) else {
             let names: Vec<&str> = tools::TOOLS.iter().map(|t| t.name).collect();
             return Ok(refuse(
@@ -456,17 +489,24 @@ impl Session {
             status: result.status,
             duration_ms: result.duration_ms,
         })?;
+        // File changes keep the broker's note (backup path, rollback) in the journal.
+        let note = if meta.effect == tools::Effect::Write && !result.message.is_empty() {
+            format!(": {}", crate::link::clip_text(&result.message, 400))
+        } else {
+            String::new()
+        };
+        let exit = result
+            .exit_code
+            .map(|c| format!(" (exit {c})"))
+            .unwrap_or_default();
+        let entry = format!("{summary} → {}{exit}{note}", result.status.as_str());
         self.state.journal(
-            "tool",
-            &format!(
-                "{} → {}{}",
-                crate::redact::redact(&summary).text,
-                result.status.as_str(),
-                result
-                    .exit_code
-                    .map(|c| format!(" (exit {c})"))
-                    .unwrap_or_default()
-            ),
+            if result.status == ToolStatus::Denied {
+                "denied"
+            } else {
+                "tool"
+            },
+            &crate::redact::redact(&entry).text,
         );
         let share = budget.share(calls_in_step);
         let text = if budget.exhausted() || share < 300 {

@@ -1061,3 +1061,54 @@ fn missing_or_repeated_native_ids_are_replaced() {
         .collect();
     assert_eq!(answered, ids.iter().map(String::as_str).collect::<Vec<_>>());
 }
+
+#[test]
+fn frames_stay_within_the_brokers_caps() {
+    // 20 calls in one reply: 16 run, the rest are refused.
+    let many: Vec<(String, &str, serde_json::Value)> = (0..20)
+        .map(|i| {
+            (
+                format!("k{i}"),
+                "exec",
+                json!({"command":"echo","args":[i.to_string()]}),
+            )
+        })
+        .collect();
+    let many_ref: Vec<(&str, &str, serde_json::Value)> = many
+        .iter()
+        .map(|(a, b, c)| (a.as_str(), *b, c.clone()))
+        .collect();
+    let huge_answer = format!("{}\nTASK_STATUS: DONE", "x".repeat(3 << 20));
+    let mut f = Fake::new(
+        tasks_setup(vec![task("01.md", "x")]),
+        scripted(vec![calls(&many_ref), text(&huge_answer)]),
+    );
+    // An 8 MiB corrupt contexto.mem: kept, but the saved file stays under the cap.
+    f.state.insert(
+        "contexto.mem",
+        format!("{{\"summary\": \"{}", "y".repeat(8 << 20)).into_bytes(),
+    );
+    let (_, rec) = f.run();
+    assert_eq!(rec.tools().len(), 16);
+    assert!(rec.chats[1]
+        .to_string()
+        .contains("at most 16 calls run per step"));
+    for r in &rec.requests {
+        if let AgentRequest::Event(e) = r {
+            let n = format!("{e:?}").len();
+            assert!(n < 300 << 10, "event of {n} bytes");
+        }
+        if let AgentRequest::SaveState { content, .. } = r {
+            assert!(
+                content.len() <= STATE_FILE_MAX,
+                "state of {} bytes",
+                content.len()
+            );
+        }
+    }
+    assert!(rec.context()["corrupt_previous"]
+        .as_str()
+        .unwrap()
+        .starts_with("{\"summary\": \"yyy"));
+    assert_eq!(rec.outcomes()[0].status, TaskStatus::Done);
+}
