@@ -135,7 +135,18 @@ pub struct Prepared {
 }
 
 pub fn build(profile: &ConfinementProfile, extra: &rules::Extra) -> Result<Prepared, StepError> {
-    let keep = creds::parse_caps(&profile.capabilities)?;
+    // Keep what the profile names and this process actually holds: a
+    // capability the broker itself lacks cannot be granted (less privilege,
+    // never more).
+    let wanted = creds::parse_caps(&profile.capabilities)?;
+    let held = caps::read(None, caps::CapSet::Permitted)
+        .map_err(|e| fail("capabilities", format!("read permitted: {e}")))?;
+    let mut keep: caps::CapsHashSet = wanted.intersection(&held).copied().collect();
+    // Never CAP_SYS_PTRACE: Landlock (ABI 7) does not stop PTRACE_MODE_READ
+    // across domains, so it alone would let an admin action read the
+    // non-dumpable broker's and gateway's /proc/<pid>/{environ,maps,…}.
+    // ptrace(2) and process_vm_* are denied by seccomp as well.
+    keep.remove(&caps::Capability::CAP_SYS_PTRACE);
     let ll = rules::landlock_rules(profile, extra)?;
     let ruleset = ll.build()?;
     let protect_pid = if profile.scope_signals {
@@ -150,6 +161,7 @@ pub fn build(profile: &ConfinementProfile, extra: &rules::Extra) -> Result<Prepa
     let filters = seccomp::executor_programs(seccomp::DenyListOptions {
         allow_mount: profile.allow_mount,
         protect_pid,
+        deny_metadata: profile.write_paths.is_empty() && profile.write_all_except.is_none(),
     })?;
     Ok(Prepared {
         ruleset,

@@ -217,7 +217,10 @@ impl FileOp {
 
     /// True for the operations that change the filesystem.
     pub fn is_modifying(&self) -> bool {
-        !matches!(self, FileOp::ReadFile(_) | FileOp::ListDir(_) | FileOp::Stat(_))
+        !matches!(
+            self,
+            FileOp::ReadFile(_) | FileOp::ListDir(_) | FileOp::Stat(_)
+        )
     }
 }
 

@@ -289,6 +289,10 @@ pub struct DenyListOptions {
     /// When the Landlock signal scope is off, signals to this pid (the broker)
     /// and to everything (`kill -1`) are denied here instead.
     pub protect_pid: Option<i32>,
+    /// The profile grants no write: also deny changing metadata (mode, owner,
+    /// times, extended attributes), which Landlock does not cover and which a
+    /// root uid may do on every root-owned file.
+    pub deny_metadata: bool,
 }
 
 /// The executor's deny-list: what no system-administration command needs.
@@ -335,6 +339,41 @@ pub fn executor_programs(opts: DenyListOptions) -> Result<Vec<BpfProgram>, Sandb
                 libc::SYS_fsconfig,
                 libc::SYS_fspick,
                 libc::SYS_mount_setattr,
+            ],
+        );
+    }
+    if opts.deny_metadata {
+        always(
+            &mut rules,
+            &[
+                libc::SYS_fchmod,
+                libc::SYS_fchmodat,
+                libc::SYS_fchmodat2,
+                libc::SYS_fchown,
+                libc::SYS_fchownat,
+                libc::SYS_utimensat,
+                libc::SYS_setxattr,
+                libc::SYS_lsetxattr,
+                libc::SYS_fsetxattr,
+                libc::SYS_removexattr,
+                libc::SYS_lremovexattr,
+                libc::SYS_fremovexattr,
+                // setxattrat / removexattrat (Linux 6.13; same number on
+                // every architecture, not yet in libc).
+                463,
+                466,
+            ],
+        );
+        #[cfg(target_arch = "x86_64")]
+        always(
+            &mut rules,
+            &[
+                libc::SYS_chmod,
+                libc::SYS_chown,
+                libc::SYS_lchown,
+                libc::SYS_utime,
+                libc::SYS_utimes,
+                libc::SYS_futimesat,
             ],
         );
     }
