@@ -70,7 +70,7 @@ pub fn build(p: &PromptParts) -> String {
     let tasks_mode = matches!(setup.mode, SessionMode::Tasks { .. });
     let mut s = fixed(tasks_mode, p.native_tools);
     s.push_str(&format!(
-        "\n\nSESSION: host {}; project {}; mode {}{}; {} tool-using steps per {}; context {}; date {}.\n",
+        "\n\nSESSION: host {}; project {}; mode {}{}; at most {} model steps per {}; context {}; date {}.\n",
         setup.hostname,
         setup.project_display,
         setup.execution_mode,

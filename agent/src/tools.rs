@@ -115,7 +115,7 @@ const fn p(name: &'static str, ty: Ty, required: bool, desc: &'static str) -> Pa
     }
 }
 
-const REASON: Param = p("reason", Ty::Str, false, "why (logged)");
+const REASON: Param = p("reason", Ty::Str, false, "");
 const CWD: Param = p("cwd", Ty::Str, false, "");
 const TIMEOUT: Param = p("timeout_seconds", Ty::Int, false, "");
 const PATH: Param = p("path", Ty::Str, true, "");

@@ -101,3 +101,13 @@ fn observation_sizes_on_eval_scenarios() {
         assert!(sizes.iter().all(|s| *s <= 12_000 + 1_000));
     }
 }
+
+#[test]
+#[ignore = "prints the full system prompt"]
+fn print_system_prompt() {
+    let s = setup(SessionMode::Tasks { rerun: false }, vec![task("01-a.md", "x")]);
+    println!(
+        "{}",
+        prompt::build(&PromptParts { setup: &s, native_tools: false, memory: "## Hosts\n- a: b\n", summary: "OBJECTIVE: x", previous: &[], context_size: None })
+    );
+}
