@@ -68,7 +68,12 @@ fn is_key_char(c: u8) -> bool {
 
 fn sensitive_key(key: &str) -> bool {
     let k = key.trim_start_matches('-').to_ascii_lowercase();
-    if k.is_empty() {
+    // `--password-file /etc/x`, `token_path=…`: a location, not the secret.
+    if k.is_empty()
+        || ["file", "path", "dir", "length", "len", "count", "type"]
+            .iter()
+            .any(|w| k.ends_with(w))
+    {
         return false;
     }
     const WORDS: [&str; 10] = [

@@ -1112,3 +1112,47 @@ fn frames_stay_within_the_brokers_caps() {
         .starts_with("{\"summary\": \"yyy"));
     assert_eq!(rec.outcomes()[0].status, TaskStatus::Done);
 }
+
+#[test]
+fn the_task_observation_budget_runs_out_then_outputs_are_withheld() {
+    let mut script = vec![];
+    for i in 0..7 {
+        script.push(calls(&[(
+            &format!("k{i}"),
+            "exec",
+            json!({"command":"journalctl","args":["-n", i.to_string()]}),
+        )]));
+    }
+    script.push(done("enough"));
+    let mut s = tasks_setup(vec![task("01.md", "x")]);
+    s.model.context_size = Some(1_000_000);
+    let mut f = Fake::new(s, scripted(script));
+    f.tool = Box::new(|r| {
+        ok(
+            r,
+            &format!("{} error: disk full\n", r.arguments).repeat(2000),
+        )
+    });
+    let (_, rec) = f.run();
+    let sizes: Vec<usize> = rec.chats[1..8]
+        .iter()
+        .map(|c| {
+            c["messages"].as_array().unwrap().last().unwrap()["content"]
+                .as_str()
+                .unwrap()
+                .chars()
+                .count()
+        })
+        .collect();
+    let total: usize = sizes.iter().sum();
+    assert!(sizes.iter().all(|n| *n <= 12_500), "{sizes:?}");
+    assert!(total <= 48_000 + 2_000, "{sizes:?}");
+    let last = rec.chats[7]["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        last.contains("observation budget for this task exhausted"),
+        "{last}"
+    );
+}

@@ -105,9 +105,19 @@ fn observation_sizes_on_eval_scenarios() {
 #[test]
 #[ignore = "prints the full system prompt"]
 fn print_system_prompt() {
-    let s = setup(SessionMode::Tasks { rerun: false }, vec![task("01-a.md", "x")]);
+    let s = setup(
+        SessionMode::Tasks { rerun: false },
+        vec![task("01-a.md", "x")],
+    );
     println!(
         "{}",
-        prompt::build(&PromptParts { setup: &s, native_tools: false, memory: "## Hosts\n- a: b\n", summary: "OBJECTIVE: x", previous: &[], context_size: None })
+        prompt::build(&PromptParts {
+            setup: &s,
+            native_tools: false,
+            memory: "## Hosts\n- a: b\n",
+            summary: "OBJECTIVE: x",
+            previous: &[],
+            context_size: None
+        })
     );
 }

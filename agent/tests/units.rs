@@ -233,6 +233,10 @@ fn redactor_leaves_ordinary_text_alone() {
         "https://example.com/path?x=1",
         "ssh user@host",
         "author: Jane",
+        "ExecStart=/usr/bin/app --password-file /etc/app/pw",
+        "token_type=bearer",
+        "bypass=yes-please",
+        "passed=12 failed=0",
     ] {
         let r = redact(s);
         assert_eq!(r.count, 0, "{s} → {}", r.text);
