@@ -81,6 +81,9 @@ fn confined_agent_runs_a_task_end_to_end() {
     );
     assert!(rec.memory().contains("- Role: web"));
     assert_eq!(rec.kinds().last(), Some(&"Shutdown"));
+    let peak = rec.agent_peak_kib.unwrap();
+    eprintln!("agent peak resident memory: {peak} KiB");
+    assert!(peak <= 25 << 10, "agent peak RSS {peak} KiB > 25 MiB");
 }
 
 #[test]

@@ -146,6 +146,10 @@ struct Run {
 }
 
 fn run_scenario(file: &str) -> Run {
+    run_scenario_with(file, false)
+}
+
+fn run_scenario_with(file: &str, stream: bool) -> Run {
     let path = format!(
         "{}/../scripted-model/scenarios/{file}",
         env!("CARGO_MANIFEST_DIR")
@@ -162,7 +166,11 @@ fn run_scenario(file: &str) -> Run {
     s.model.context_size = None;
     let mut f = Fake::new(s, Box::new(move |req, _| forward(addr, req)));
     f.tool = Box::new(policy);
-    let (end, rec) = f.run();
+    let (end, rec) = f.run_with(sysward_agent::Options {
+        sleep: Box::new(|_| {}),
+        stream,
+        ..Default::default()
+    });
     let failures = server
         .expectation_failures()
         .iter()
@@ -343,4 +351,65 @@ fn garbage_reply_is_a_clear_model_error() {
     assert!(o[0].summary.contains("not JSON"), "{}", o[0].summary);
     assert_eq!(end.exit_code, 5);
     server.shutdown();
+}
+
+#[test]
+fn streaming_over_every_flavor() {
+    for (file, status) in [
+        ("simple-task.json", TaskStatus::Done),
+        ("text-protocol.json", TaskStatus::Done),
+        ("malformed-tool-call.json", TaskStatus::Done),
+        ("eval/09-secret-in-output.json", TaskStatus::Done),
+        ("eval/07-repeated-command.json", TaskStatus::Blocked),
+    ] {
+        let r = run_scenario_with(file, true);
+        check(&r, file, status);
+        assert!(r.rec.chats.iter().all(|c| c["stream"] == true));
+    }
+    // The same scenario under each flavor's shapes, streamed and not.
+    for flavor in ["vllm", "llamacpp", "ollama", "openai", "openrouter"] {
+        for stream in [false, true] {
+            let path = format!(
+                "{}/../scripted-model/scenarios/simple-task.json",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let text = std::fs::read_to_string(path)
+                .unwrap()
+                .replace("\"flavor\": \"vllm\"", &format!("\"flavor\": \"{flavor}\""));
+            let scenario = Scenario::from_str(&text).unwrap();
+            let model = scenario.model_id().to_string();
+            let server = ScriptedServer::start(scenario).unwrap();
+            let addr = server.addr();
+            let mut s = setup(
+                SessionMode::Tasks { rerun: false },
+                vec![task("01.md", flavor)],
+            );
+            s.model.context_size = None;
+            s.model.model = model;
+            let mut f = Fake::new(s, Box::new(move |req, _| forward(addr, req)));
+            f.tool = Box::new(policy);
+            let (_, rec) = f.run_with(sysward_agent::Options {
+                sleep: Box::new(|_| {}),
+                stream,
+                ..Default::default()
+            });
+            assert!(
+                server.expectation_failures().is_empty(),
+                "{flavor} stream={stream}"
+            );
+            assert_eq!(server.replies_remaining(), 0, "{flavor} stream={stream}");
+            assert_eq!(
+                rec.outcomes()[0].status,
+                TaskStatus::Done,
+                "{flavor} stream={stream}"
+            );
+            let unknown = rec.warnings().iter().any(|w| w.contains("UNKNOWN"));
+            assert_eq!(
+                unknown,
+                matches!(flavor, "ollama" | "openai"),
+                "{flavor}: context size discovery"
+            );
+            server.shutdown();
+        }
+    }
 }

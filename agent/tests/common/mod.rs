@@ -29,6 +29,18 @@ pub struct Record {
     /// JSON bodies of chat requests.
     pub chats: Vec<Value>,
     pub state: HashMap<&'static str, Vec<u8>>,
+    /// The agent process's peak resident memory (VmHWM, KiB), read at Shutdown.
+    pub agent_peak_kib: Option<u64>,
+}
+
+fn vm_hwm_kib(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 impl Record {
@@ -207,7 +219,11 @@ impl Fake {
         }
     }
 
-    fn serve(mut self, mut chan: Channel, rec: Arc<Mutex<Record>>) {
+    fn serve(self, chan: Channel, rec: Arc<Mutex<Record>>) {
+        self.serve_pid(chan, rec, None)
+    }
+
+    fn serve_pid(mut self, mut chan: Channel, rec: Arc<Mutex<Record>>, pid: Option<u32>) {
         let mut i = 0;
         loop {
             let req: AgentRequest = match chan.recv() {
@@ -259,6 +275,9 @@ impl Fake {
                     AgentRequest::Event(_) | AgentRequest::TaskFinished(_) => AgentAnswer::Ack,
                     AgentRequest::Shutdown { .. } => {
                         shutdown = true;
+                        if let Some(p) = pid {
+                            rec.lock().unwrap().agent_peak_kib = vm_hwm_kib(p);
+                        }
                         AgentAnswer::Ack
                     }
                 },
@@ -298,7 +317,8 @@ impl Fake {
             .unwrap();
         let rec = Arc::new(Mutex::new(Record::default()));
         let r2 = rec.clone();
-        let h: JoinHandle<()> = std::thread::spawn(move || self.serve(b, r2));
+        let pid = child.id();
+        let h: JoinHandle<()> = std::thread::spawn(move || self.serve_pid(b, r2, Some(pid)));
         let out = child.wait_with_output().unwrap();
         h.join().unwrap();
         if !out.stderr.is_empty() {
