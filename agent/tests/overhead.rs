@@ -121,3 +121,18 @@ fn print_system_prompt() {
         })
     );
 }
+
+#[test]
+#[ignore = "prints a digest"]
+fn print_digest() {
+    let mut big = String::new();
+    for i in 1..=3000 {
+        if i % 700 == 0 {
+            big.push_str(&format!("Nov 29 10:00:{:02} web01 nginx[42]: [emerg] bind() to 0.0.0.0:80 failed (98: Address already in use)\n", i % 60));
+        } else {
+            big.push_str(&format!("Nov 29 10:00:{:02} web01 app[42]: request {i} served in 3ms\n", i % 60));
+        }
+    }
+    let r = ToolResult { stdout: big, exit_code: Some(0), ..ToolResult::refused("sw3", ToolStatus::Ok, "") };
+    println!("{}", sysward_agent::observe::render("exec", "exec: journalctl -u nginx", &r, 3000).text);
+}
