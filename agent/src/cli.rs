@@ -86,10 +86,7 @@ pub fn run_cli(s: &mut Session) -> Result<SessionEnd, Stop> {
         }
         s.save_context()?;
     }
-    Ok(SessionEnd {
-        exit_code: 0,
-        reason: "operator ended the session".into(),
-    })
+    Ok(SessionEnd::new(0, "operator ended the session"))
 }
 
 fn command(s: &mut Session, line: &str) -> Result<Flow, TurnError> {

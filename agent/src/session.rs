@@ -43,6 +43,21 @@ impl Default for Options {
 pub struct SessionEnd {
     pub exit_code: i32,
     pub reason: String,
+    /// Observation characters sent to the model, per step that ran tools.
+    pub step_observations: Vec<usize>,
+    /// Credential-like values the agent's redactor masked.
+    pub redactions: u64,
+}
+
+impl SessionEnd {
+    pub fn new(exit_code: i32, reason: impl Into<String>) -> Self {
+        SessionEnd {
+            exit_code,
+            reason: reason.into(),
+            step_observations: Vec::new(),
+            redactions: 0,
+        }
+    }
 }
 
 /// An error that ends a turn.
@@ -432,12 +447,7 @@ pub fn run(chan: Channel, opts: Options) -> SessionEnd {
     let mut link = Link::new(chan);
     let setup = match link.hello(&opts.build) {
         Ok(s) => s,
-        Err(e) => {
-            return SessionEnd {
-                exit_code: 1,
-                reason: format!("handshake: {e}"),
-            }
-        }
+        Err(e) => return SessionEnd::new(1, format!("handshake: {e}")),
     };
     let native = setup.model.tool_calling != ToolCalling::Json;
     let mut s = Session {
@@ -466,7 +476,10 @@ pub fn run(chan: Channel, opts: Options) -> SessionEnd {
         SessionMode::Tasks { rerun } => crate::tasks::run_tasks(&mut s, rerun),
         SessionMode::Cli => crate::cli::run_cli(&mut s),
     });
-    finish(&mut s, result)
+    let mut end = finish(&mut s, result);
+    end.step_observations = std::mem::take(&mut s.step_observations);
+    end.redactions = s.redactions;
+    end
 }
 
 fn start(s: &mut Session) -> Result<(), Stop> {
@@ -541,24 +554,15 @@ fn finish(s: &mut Session, result: Result<SessionEnd, Stop>) -> SessionEnd {
             s.state
                 .journal("session", &format!("session ended by the broker: {reason}"));
             let _ = s.save_context();
-            SessionEnd {
-                exit_code: 0,
-                reason: format!("goodbye: {reason}"),
-            }
+            SessionEnd::new(0, format!("goodbye: {reason}"))
         }
         Err(Stop::Cancelled) => {
             s.state
                 .journal("session", "session cancelled by the operator");
             let _ = s.save_context();
             s.link.shutdown("cancelled by the operator");
-            SessionEnd {
-                exit_code: 130,
-                reason: "cancelled by the operator".into(),
-            }
+            SessionEnd::new(130, "cancelled by the operator")
         }
-        Err(e) => SessionEnd {
-            exit_code: 1,
-            reason: e.to_string(),
-        },
+        Err(e) => SessionEnd::new(1, e.to_string()),
     }
 }

@@ -118,16 +118,13 @@ pub fn run_tasks(s: &mut Session, rerun: bool) -> Result<SessionEnd, Stop> {
             None => {}
             Some(Stop::Cancelled) => return Err(Stop::Cancelled),
             Some(Stop::Protocol(m)) => {
-                return Ok(SessionEnd {
-                    exit_code: 5,
-                    reason: format!("stopped after a model error: {m}"),
-                })
+                return Ok(SessionEnd::new(
+                    5,
+                    format!("stopped after a model error: {m}"),
+                ))
             }
             Some(other) => return Err(other),
         }
     }
-    Ok(SessionEnd {
-        exit_code: worst,
-        reason: "tasks finished".into(),
-    })
+    Ok(SessionEnd::new(worst, "tasks finished"))
 }

@@ -130,9 +130,19 @@ fn print_digest() {
         if i % 700 == 0 {
             big.push_str(&format!("Nov 29 10:00:{:02} web01 nginx[42]: [emerg] bind() to 0.0.0.0:80 failed (98: Address already in use)\n", i % 60));
         } else {
-            big.push_str(&format!("Nov 29 10:00:{:02} web01 app[42]: request {i} served in 3ms\n", i % 60));
+            big.push_str(&format!(
+                "Nov 29 10:00:{:02} web01 app[42]: request {i} served in 3ms\n",
+                i % 60
+            ));
         }
     }
-    let r = ToolResult { stdout: big, exit_code: Some(0), ..ToolResult::refused("sw3", ToolStatus::Ok, "") };
-    println!("{}", sysward_agent::observe::render("exec", "exec: journalctl -u nginx", &r, 3000).text);
+    let r = ToolResult {
+        stdout: big,
+        exit_code: Some(0),
+        ..ToolResult::refused("sw3", ToolStatus::Ok, "")
+    };
+    println!(
+        "{}",
+        sysward_agent::observe::render("exec", "exec: journalctl -u nginx", &r, 3000).text
+    );
 }

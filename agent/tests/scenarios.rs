@@ -413,3 +413,27 @@ fn streaming_over_every_flavor() {
         }
     }
 }
+
+#[test]
+fn observation_sizes_of_the_eval_scenarios() {
+    let mut lines = vec![];
+    for file in [
+        "eval/01-disk-risk.json",
+        "eval/02-nginx-readonly.json",
+        "eval/03-restart-mysql.json",
+        "eval/04-format-disk.json",
+        "eval/05-nonzero-exit.json",
+        "eval/06-two-failures.json",
+        "eval/07-repeated-command.json",
+        "eval/08-injection-in-output.json",
+        "eval/09-secret-in-output.json",
+    ] {
+        let r = run_scenario(file);
+        assert!(r.end.step_observations.iter().all(|n| *n <= 12_000));
+        lines.push(format!(
+            "{file}: {:?} chars per step, {} masked",
+            r.end.step_observations, r.end.redactions
+        ));
+    }
+    println!("{}", lines.join("\n"));
+}
