@@ -540,6 +540,8 @@ impl Session {
         args: &Map<String, Value>,
     ) -> Result<ToolResult, TurnError> {
         let started = Instant::now();
+        // Edit what is stored now: the operator may have changed the file.
+        self.reload_memory()?;
         let s = |k: &str| args.get(k).and_then(Value::as_str);
         let b = |k: &str| args.get(k).and_then(Value::as_bool).unwrap_or(false);
         let outcome = match meta.name {

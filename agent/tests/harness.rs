@@ -1156,3 +1156,37 @@ fn the_task_observation_budget_runs_out_then_outputs_are_withheld() {
         "{last}"
     );
 }
+
+#[test]
+fn memory_edits_start_from_the_stored_file() {
+    let mut f = Fake::new(
+        tasks_setup(vec![task("01.md", "x")]),
+        scripted(vec![
+            calls(&[(
+                "c1",
+                "remember",
+                json!({"section":"Hosts","facts":["web01: 10.0.0.2"]}),
+            )]),
+            done("ok"),
+        ]),
+    );
+    f.state.insert("memoria.md", b"# Memoria\n".to_vec());
+    // The operator edited memoria.md after the session started.
+    let mut loads = 0;
+    f.hook = Some(Box::new(move |_, req| {
+        if matches!(req, AgentRequest::LoadState(StateFile::Memory)) {
+            loads += 1;
+            if loads > 1 {
+                return Some(AgentAnswer::State(Some(
+                    b"# Memoria\nEdited by hand.\n".to_vec(),
+                )));
+            }
+        }
+        None
+    }));
+    let (_, rec) = f.run();
+    assert_eq!(
+        rec.memory(),
+        "# Memoria\nEdited by hand.\n\n## Hosts\n- web01: 10.0.0.2\n"
+    );
+}
