@@ -1,1 +1,36 @@
-//! sysward-policy
+//! sysward-policy: the policy engine. Pure: no I/O beyond the path facts the
+//! broker hands it.
+//!
+//! - [`parse_agent_md`]: the ```policy block of agent.md (seed `000`) with
+//!   `APPROVAL_MODE` and operator command rules.
+//! - [`Engine::decide`]: a request (exec argv, shell script, tool call) →
+//!   [`Decision`]: allow / ask / deny, the category and risk, and the
+//!   confinement profile the executor applies.
+//! - [`explain`]: the one-line answer of `sysward policy explain`.
+//!
+//! The full decision table is in `policy/DECISIONS.md`.
+
+mod block;
+mod classify;
+mod decide;
+mod engine;
+mod error;
+mod facts;
+mod paths;
+mod profile;
+mod request;
+mod shell;
+mod tools;
+mod types;
+
+pub use block::{
+    parse_agent_md, parse_bool, parse_size, ApprovalMode, ExecutionMode, OperatorRule,
+    ParsedPolicy, PolicyBlock, RuleAction, ALLOW_FLAGS, MAX_AGENT_MD,
+};
+pub use engine::{explain, Decision, Engine};
+pub use error::PolicyError;
+pub use facts::{HostFacts, LexicalPaths, PathFacts};
+pub use request::{Request, ToolPaths};
+pub use shell::limits::{MAX_OPENERS, MAX_SCRIPT_BYTES};
+pub use tools::{tool_names, TOOL_CATALOG};
+pub use types::{Category, Risk, Verdict};

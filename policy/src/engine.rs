@@ -1,0 +1,325 @@
+//! The engine: a request → a decision.
+
+use crate::block::PolicyBlock;
+use crate::classify::{self, Effect};
+use crate::decide::{self, Judged, PathSets};
+use crate::facts::{HostFacts, PathFacts};
+use crate::profile;
+use crate::request::Request;
+use crate::shell::{limits, Analyzer, Arg, Cmd, Item, Stdin};
+use crate::tools;
+use crate::types::{Category, Risk, Verdict};
+use std::path::{Path, PathBuf};
+use sysward_ipc::profile::ConfinementProfile;
+
+/// What the broker does with one request, and everything it shows about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub verdict: Verdict,
+    /// The headline category (of the command that decided).
+    pub category: Category,
+    /// The highest risk among the commands.
+    pub risk: Risk,
+    pub reason: String,
+    /// The commands after unwrapping, one line.
+    pub normalized: String,
+    /// Which rule decided (`ALLOW_DELETE`, `operator rule line 12`, `critical risk`, …).
+    pub source: String,
+    /// The confinement for Allow and Ask; None for Deny.
+    pub profile: Option<ConfinementProfile>,
+}
+
+/// The policy engine for one loaded policy on one host.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    block: PolicyBlock,
+    facts: HostFacts,
+    sets: PathSets,
+}
+
+const MAX_NORMALIZED: usize = 4096;
+
+impl Engine {
+    pub fn new(block: PolicyBlock, facts: HostFacts) -> Engine {
+        let sets = PathSets::new(&facts);
+        Engine { block, facts, sets }
+    }
+
+    pub fn block(&self) -> &PolicyBlock {
+        &self.block
+    }
+
+    pub fn facts(&self) -> &HostFacts {
+        &self.facts
+    }
+
+    /// Decides a request. Never panics and never overflows the stack on any
+    /// input: scripts are bounded before parsing, small ones are parsed on
+    /// the calling thread (which needs 1 MiB of free stack), larger ones on a
+    /// thread of their own sized for them.
+    pub fn decide(&self, req: &Request<'_>, paths: &dyn PathFacts) -> Decision {
+        let run = std::panic::AssertUnwindSafe(|| self.decide_inner(req, paths));
+        match std::panic::catch_unwind(run) {
+            Ok(d) => d,
+            Err(_) => self.refuse(
+                Category::Unknown,
+                "internal error while analysing the request",
+                "analysis limits",
+                "",
+            ),
+        }
+    }
+
+    fn refuse(&self, category: Category, reason: &str, source: &str, normalized: &str) -> Decision {
+        Decision {
+            verdict: Verdict::Deny {
+                reason: reason.to_string(),
+            },
+            category,
+            risk: Risk::High,
+            reason: reason.to_string(),
+            normalized: one_line(normalized),
+            source: source.to_string(),
+            profile: None,
+        }
+    }
+
+    fn decide_inner(&self, req: &Request<'_>, paths: &dyn PathFacts) -> Decision {
+        match req {
+            Request::Tool { name, paths: tp } => {
+                let Some(spec) = tools::spec(name) else {
+                    return self.refuse(
+                        Category::Unknown,
+                        &format!("unknown tool {}", crate::shell::words::clip(name)),
+                        "tool catalog",
+                        name,
+                    );
+                };
+                if spec.web && !(self.block.allow_network && self.block.allow_web_research) {
+                    let flag = if self.block.allow_network {
+                        "ALLOW_WEB_RESEARCH"
+                    } else {
+                        "ALLOW_NETWORK"
+                    };
+                    let reason = format!("{name} researches the web ({flag}=false)");
+                    let mut d = self.refuse(Category::Network, &reason, flag, name);
+                    d.risk = spec.risk;
+                    return d;
+                }
+                match tools::effect(name, tp, paths) {
+                    Some(e) => self.conclude(vec![e], paths),
+                    None => self.refuse(Category::Unknown, "unknown tool", "tool catalog", name),
+                }
+            }
+            Request::Exec { argv, cwd } => {
+                if argv.is_empty() {
+                    return self.refuse(Category::Unknown, "empty command", "analysis limits", "");
+                }
+                let size: usize = argv.iter().map(|a| a.len() + 1).sum();
+                let text = argv.join(" ");
+                if size > limits::MAX_SCRIPT_BYTES {
+                    return self.refuse(
+                        Category::Unknown,
+                        "command larger than 1 MiB: refused unanalysed",
+                        "analysis limits",
+                        &text,
+                    );
+                }
+                let openers: usize = argv.iter().map(|a| limits::openers(a)).sum();
+                if openers > limits::MAX_OPENERS {
+                    return self.refuse(
+                        Category::Unknown,
+                        "command too deeply nested to analyse: refused",
+                        "analysis limits",
+                        &text,
+                    );
+                }
+                let cwd = abs(cwd);
+                let cmd = Cmd {
+                    assigns: Vec::new(),
+                    argv: argv.iter().map(|a| Arg::lit(a)).collect(),
+                    redirs: Vec::new(),
+                    cwd,
+                    stdin: Stdin::Inherit,
+                    depth: 0,
+                };
+                self.bounded(openers, &text, paths, move |an| {
+                    an.items.push(Item::Cmd(cmd))
+                })
+            }
+            Request::Shell { script, cwd } => {
+                if script.len() > limits::MAX_SCRIPT_BYTES {
+                    return self.refuse(
+                        Category::Unknown,
+                        "script larger than 1 MiB: refused unanalysed",
+                        "analysis limits",
+                        script,
+                    );
+                }
+                let openers = limits::openers(script);
+                if openers > limits::MAX_OPENERS {
+                    return self.refuse(
+                        Category::Unknown,
+                        &format!("script too deeply nested to analyse ({openers} possible nesting levels, at most {}): refused", limits::MAX_OPENERS),
+                        "analysis limits",
+                        script,
+                    );
+                }
+                let cwd = abs(cwd);
+                let text: &str = script;
+                self.bounded(openers, script, paths, move |an| an.script(text, cwd, 0))
+            }
+        }
+    }
+
+    /// Runs the analysis where its stack use is bounded: inline when small,
+    /// else on a scoped thread sized from the opener count.
+    fn bounded(
+        &self,
+        openers: usize,
+        text: &str,
+        paths: &dyn PathFacts,
+        seed: impl FnOnce(&mut Analyzer) + Send,
+    ) -> Decision {
+        let work = move || -> Vec<Effect> {
+            let mut an = Analyzer::new();
+            seed(&mut an);
+            classify::classify_items(&mut an, paths)
+        };
+        let effects = if openers <= limits::INLINE_OPENERS {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).ok()
+        } else {
+            let stack =
+                limits::STACK_BASE.saturating_add(openers.saturating_mul(limits::STACK_PER_OPENER));
+            std::thread::scope(|scope| {
+                match std::thread::Builder::new()
+                    .name("sysward-policy-parse".into())
+                    .stack_size(stack)
+                    .spawn_scoped(scope, work)
+                {
+                    Ok(h) => h.join().ok(),
+                    Err(_) => None,
+                }
+            })
+        };
+        match effects {
+            Some(e) => self.conclude(e, paths),
+            None => self.refuse(
+                Category::Unknown,
+                "the analysis failed: refused",
+                "analysis limits",
+                text,
+            ),
+        }
+    }
+
+    /// Judges every effect and aggregates.
+    fn conclude(&self, effects: Vec<Effect>, paths: &dyn PathFacts) -> Decision {
+        if effects.is_empty() {
+            let mut d = Decision {
+                verdict: Verdict::Allow,
+                category: Category::ReadOnly,
+                risk: Risk::Safe,
+                reason: "nothing to run".to_string(),
+                normalized: String::new(),
+                source: "empty script".to_string(),
+                profile: None,
+            };
+            d.profile = profile::build(
+                &[],
+                Category::ReadOnly,
+                &self.block,
+                &self.facts,
+                &self.sets,
+                paths,
+            )
+            .ok();
+            return d;
+        }
+        let judged: Vec<Judged> = effects
+            .iter()
+            .map(|e| decide::judge(e, &self.block, &self.facts, &self.sets))
+            .collect();
+        let mut best = 0usize;
+        for i in 1..effects.len() {
+            let (a, b) = (&judged[i], &judged[best]);
+            let key = |j: &Judged, e: &Effect| (j.verdict.rank(), j.risk, e.category.weight());
+            if key(a, &effects[i]) > key(b, &effects[best]) {
+                best = i;
+            }
+        }
+        let risk = judged.iter().map(|j| j.risk).max().unwrap_or(Risk::Safe);
+        let mut normalized = String::new();
+        for e in &effects {
+            if !normalized.is_empty() {
+                normalized.push_str(" ; ");
+            }
+            normalized.push_str(&e.text);
+            if normalized.len() > MAX_NORMALIZED {
+                break;
+            }
+        }
+        let j = &judged[best];
+        let category = effects[best].category;
+        let mut d = Decision {
+            verdict: j.verdict.clone(),
+            category,
+            risk,
+            reason: j.reason.clone(),
+            normalized: one_line(&normalized),
+            source: j.source.clone(),
+            profile: None,
+        };
+        if !d.verdict.is_deny() {
+            let refs: Vec<&Effect> = effects.iter().collect();
+            match profile::build(&refs, category, &self.block, &self.facts, &self.sets, paths) {
+                Ok(p) => d.profile = Some(p),
+                Err(why) => {
+                    d.verdict = Verdict::Deny {
+                        reason: why.clone(),
+                    };
+                    d.reason = why;
+                    d.source = "profile invariant".to_string();
+                }
+            }
+        }
+        d
+    }
+}
+
+fn abs(cwd: &Path) -> Option<PathBuf> {
+    cwd.is_absolute().then(|| crate::paths::normalize(cwd))
+}
+
+fn one_line(s: &str) -> String {
+    let mut out: String = s.replace(['\n', '\r'], " ");
+    if out.len() > MAX_NORMALIZED {
+        let mut cut = MAX_NORMALIZED;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+        out.push('…');
+    }
+    out
+}
+
+/// What `sysward policy explain` prints: one line with the decision, category,
+/// risk, reason, the rule that decided, and the profile.
+pub fn explain(decision: &Decision) -> String {
+    let profile = match &decision.profile {
+        Some(p) => p.to_string(),
+        None => "none".to_string(),
+    };
+    format!(
+        "decision: {}; category: {}; risk: {}; reason: {}; rule: {}; command: {}; profile: {}",
+        decision.verdict,
+        decision.category,
+        decision.risk,
+        decision.reason,
+        decision.source,
+        decision.normalized,
+        profile
+    )
+    .replace(['\n', '\r'], " ")
+}

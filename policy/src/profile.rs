@@ -1,0 +1,219 @@
+//! The confinement profile a decision carries to the executor.
+
+use crate::block::{ExecutionMode, PolicyBlock};
+use crate::classify::{Effect, WriteKind};
+use crate::decide::{inside_workspace, PathSets};
+use crate::facts::{HostFacts, PathFacts};
+use crate::paths::{self, Target};
+use crate::types::Category;
+use std::path::{Path, PathBuf};
+use sysward_ipc::profile::{ConfinementProfile, ResourceLimits};
+
+/// Capabilities a write profile keeps (atomic replace keeping the owner).
+const WRITE_CAPS: &[&str] = &["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER"];
+
+fn s(p: &Path) -> String {
+    p.to_string_lossy().to_string()
+}
+
+/// The closest existing ancestor (the broker knows; lexically the path itself).
+fn existing_dir(p: &Path, facts: &dyn PathFacts) -> PathBuf {
+    let mut cur = p.to_path_buf();
+    for _ in 0..64 {
+        if facts.real_path(&cur).is_some() {
+            return cur;
+        }
+        match cur.parent() {
+            Some(parent) if parent != cur => cur = parent.to_path_buf(),
+            _ => break,
+        }
+    }
+    p.to_path_buf()
+}
+
+fn write_root(
+    t: &Target,
+    k: WriteKind,
+    facts: &dyn PathFacts,
+    except: &[PathBuf],
+) -> Option<PathBuf> {
+    // Never open a directory that holds protected files: name the file itself
+    // (the executor cannot add a rule for a file that does not exist yet, so
+    // creating one there fails closed).
+    let parent_or_self = |p: &PathBuf| -> PathBuf {
+        let parent = existing_dir(p.parent().unwrap_or(p), facts);
+        if except.iter().any(|x| x.starts_with(&parent)) {
+            p.clone()
+        } else {
+            parent
+        }
+    };
+    match t {
+        Target::Unresolved => None,
+        Target::Beneath(p) => Some(existing_dir(p, facts)),
+        Target::Glob { prefix, .. } => Some(existing_dir(prefix, facts)),
+        Target::Path(p) => match k {
+            WriteKind::File => {
+                if facts.real_path(p).is_some() {
+                    Some(p.clone())
+                } else {
+                    Some(parent_or_self(p))
+                }
+            }
+            WriteKind::Create | WriteKind::Move => Some(parent_or_self(p)),
+            WriteKind::Tree => Some(existing_dir(p, facts)),
+        },
+    }
+}
+
+/// Everything no action may write: sysward's own paths, the secrets, the
+/// project's protected files.
+pub fn write_except(facts: &HostFacts, sets: &PathSets) -> Vec<String> {
+    let mut v: Vec<String> = sets.write_protected.iter().map(|p| s(p)).collect();
+    for name in [
+        "agent.md",
+        "init.conf",
+        "agent.log",
+        "contexto.mem",
+        ".context-history",
+    ] {
+        let p = s(&facts.project_root.join(name));
+        if !v.contains(&p) {
+            v.push(p);
+        }
+    }
+    v
+}
+
+/// Builds the profile for effects that were allowed or need approval.
+/// Returns Err with a reason when the profile would break an invariant
+/// (defence in depth: the path rules should already have denied).
+pub fn build(
+    effects: &[&Effect],
+    headline: Category,
+    block: &PolicyBlock,
+    facts: &HostFacts,
+    sets: &PathSets,
+    paths_facts: &dyn PathFacts,
+) -> Result<ConfinementProfile, String> {
+    let mut caps: Vec<String> = Vec::new();
+    let mut writes: Vec<PathBuf> = Vec::new();
+    let mut wide = false;
+    let mut network = false;
+    let mut signals = false;
+    let mut mount = false;
+    let mut download = false;
+    let except_paths: Vec<PathBuf> = write_except(facts, sets)
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    for e in effects {
+        for c in &e.caps {
+            if !caps.iter().any(|x| x == c) {
+                caps.push((*c).to_string());
+            }
+        }
+        if e.category == Category::Write && !e.writes.is_empty() {
+            let outside = e.writes.iter().any(|(t, _)| !inside_workspace(t, facts));
+            if outside {
+                for c in WRITE_CAPS {
+                    if !caps.iter().any(|x| x == c) {
+                        caps.push((*c).to_string());
+                    }
+                }
+            }
+        }
+        network |= e.network;
+        signals |= e.signals;
+        mount |= e.mount;
+        download |= e.category == Category::Download;
+        if e.wide_write {
+            wide = true;
+        }
+        let mut all: Vec<(&Target, WriteKind)> = e.writes.iter().map(|(t, k)| (t, *k)).collect();
+        for d in &e.deletes {
+            all.push((
+                d,
+                if e.recursive {
+                    WriteKind::Tree
+                } else {
+                    WriteKind::Move
+                },
+            ));
+        }
+        for (t, k) in all {
+            match write_root(t, k, paths_facts, &except_paths) {
+                Some(p) => {
+                    if !writes.contains(&p) {
+                        writes.push(p);
+                    }
+                }
+                None => wide = true,
+            }
+        }
+        if e.category == Category::Unknown
+            && block.execution_mode == ExecutionMode::Unrestricted
+            && block.allow_outside_project_write
+        {
+            wide = true;
+        }
+    }
+    let except = write_except(facts, sets);
+    if wide && !block.allow_outside_project_write {
+        return Err(
+            "the action would write system-wide (ALLOW_OUTSIDE_PROJECT_WRITE=false)".into(),
+        );
+    }
+    if !wide {
+        for w in &writes {
+            let t = Target::Path(w.clone());
+            if !block.allow_outside_project_write && !inside_workspace(&t, facts) {
+                return Err(format!(
+                    "the profile would write {} outside the project",
+                    w.display()
+                ));
+            }
+            for p in except
+                .iter()
+                .map(PathBuf::from)
+                .chain(sets.write_protected.iter().cloned())
+            {
+                if p.starts_with(w) {
+                    return Err(format!("the profile would let it write {}", p.display()));
+                }
+            }
+        }
+    }
+    let mut read_except: Vec<String> = sets.read_protected.iter().map(|p| s(p)).collect();
+    read_except.dedup();
+    let mut limits = ResourceLimits::default();
+    if download {
+        limits.max_file_size = Some(block.max_download_size);
+    }
+    let name = match headline {
+        Category::ReadOnly if writes.is_empty() && !wide => "read-only",
+        other => other.as_str(),
+    };
+    let _ = paths::normalize;
+    Ok(ConfinementProfile {
+        name: name.to_string(),
+        uid: facts.action_uid,
+        gid: facts.action_gid,
+        groups: Vec::new(),
+        capabilities: caps,
+        read_paths: vec![s(&facts.scratch_dir)],
+        read_all_except: Some(read_except),
+        write_paths: if wide {
+            Vec::new()
+        } else {
+            writes.iter().map(|p| s(p)).collect()
+        },
+        write_all_except: if wide { Some(except) } else { None },
+        network: network && block.allow_network,
+        scope_signals: !signals,
+        allow_mount: mount,
+        timeout_secs: block.default_command_timeout,
+        limits,
+        scratch_dir: Some(s(&facts.scratch_dir)),
+    })
+}

@@ -1,0 +1,39 @@
+//! What the agent asks for.
+
+use std::path::{Path, PathBuf};
+
+/// One request from the agent, as the broker decoded it.
+#[derive(Debug, Clone, Copy)]
+pub enum Request<'a> {
+    /// `exec`: a program and its arguments, no shell.
+    Exec { argv: &'a [String], cwd: &'a Path },
+    /// `shell`: a script for `bash -lc`.
+    Shell { script: &'a str, cwd: &'a Path },
+    /// A non-command tool; its effect comes from the catalog by name.
+    Tool { name: &'a str, paths: ToolPaths<'a> },
+}
+
+/// The paths a tool request names, as the broker extracted them from the
+/// tool's typed arguments (never trusted for the *kind* of effect, which comes
+/// from the catalog).
+#[derive(Debug, Clone, Copy)]
+pub struct ToolPaths<'a> {
+    /// Target paths in the order the tool defines: `[path]` for most tools,
+    /// `[source, destination]` for copy_file, move_file and diff_files,
+    /// every file a patch touches for apply_patch, the destination for download.
+    pub targets: &'a [PathBuf],
+    /// `recursive` (remove_file, chmod, chown, copy_file of a directory).
+    pub recursive: bool,
+    /// Relative targets are resolved against this directory.
+    pub cwd: &'a Path,
+}
+
+impl<'a> ToolPaths<'a> {
+    pub fn new(targets: &'a [PathBuf], cwd: &'a Path) -> ToolPaths<'a> {
+        ToolPaths {
+            targets,
+            recursive: false,
+            cwd,
+        }
+    }
+}

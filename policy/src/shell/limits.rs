@@ -1,0 +1,101 @@
+//! Conservative bounds checked before any parser sees a script.
+//!
+//! brush-parser recurses once or more per nesting level and overflows the stack
+//! (an abort that would take the broker down) at about 64–128 levels of `{`,
+//! `if`, `case` or `<(` in a debug build on a 2 MiB thread and 256–512 in
+//! release; `[[ ! ! … ]]` recurses without any bracket. We cannot rely on
+//! modelling bash's quoting to find the real depth (heredocs, comments and case
+//! patterns all fool a small scanner), so we count every character and keyword
+//! that *could* open a nesting level, ignoring quotes entirely. That count is
+//! an upper bound of the depth of every parse of the script and of every script
+//! nested in it (`bash -c '…'`, `$(…)`, heredocs fed to a shell), whatever
+//! bash's quoting makes of it.
+
+/// Scripts larger than this are denied unparsed.
+pub const MAX_SCRIPT_BYTES: usize = 1 << 20;
+
+/// More possible nesting openers than this: denied unparsed.
+pub const MAX_OPENERS: usize = 2048;
+
+/// Up to this many openers the parse runs on the caller's thread (which must
+/// have 1 MiB of stack free; measured worst case 32 KiB per level, debug).
+pub const INLINE_OPENERS: usize = 16;
+
+/// Stack reserved per opener on the parse thread (2x the worst case measured
+/// in a debug build, 8x release).
+pub const STACK_PER_OPENER: usize = 64 << 10;
+
+/// Stack of the parse thread on top of the per-opener reserve.
+pub const STACK_BASE: usize = 2 << 20;
+
+/// Total bytes all parses of one request may consume (nested substitutions
+/// are re-parsed once per level; this keeps that from turning quadratic).
+pub const MAX_PARSE_WORK: usize = 4 << 20;
+
+/// Nested scripts (`sh -c`, `$(…)`, heredocs, wrappers) deeper than this are
+/// not analysed: unknown.
+pub const MAX_NESTING: usize = 48;
+
+/// Counts everything that may open a nesting level in brush-parser's grammar,
+/// quotes ignored: `(`, `{`, `[`, `` ` ``, `"`, `!`, and the reserved words that
+/// open compound commands.
+pub fn openers(script: &str) -> usize {
+    let bytes = script.as_bytes();
+    let mut count = 0usize;
+    let mut i = 0usize;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match b {
+            b'(' | b'{' | b'[' | b'`' | b'"' | b'!' => {
+                count += 1;
+                i += 1;
+            }
+            b'a'..=b'z' => {
+                let start = i;
+                while i < bytes.len() && bytes[i].is_ascii_lowercase() {
+                    i += 1;
+                }
+                if is_opening_keyword(&bytes[start..i]) {
+                    count += 1;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    count
+}
+
+fn is_opening_keyword(word: &[u8]) -> bool {
+    matches!(
+        word,
+        b"if"
+            | b"then"
+            | b"elif"
+            | b"else"
+            | b"while"
+            | b"until"
+            | b"for"
+            | b"do"
+            | b"case"
+            | b"select"
+            | b"function"
+            | b"coproc"
+            | b"time"
+            | b"in"
+            | b"esac"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_quoted_openers_too() {
+        assert_eq!(openers("ls"), 0);
+        assert_eq!(openers("echo '((('"), 3);
+        assert_eq!(openers("if true; then ls; fi"), 2);
+        assert_eq!(openers("[[ ! -e x ]]"), 3);
+        assert_eq!(openers("iffy thenx"), 0);
+    }
+}
