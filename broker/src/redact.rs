@@ -1,0 +1,737 @@
+//! Redaction of known secret values from every byte the broker passes on: to
+//! the agent (and so the model), to the audit log, to the operator's console
+//! and to saved outputs.
+//!
+//! Each secret value is searched for as itself and in the forms a command can
+//! trivially turn it into: base64 and base64url (padded and unpadded, and the
+//! stable middle of its encoding at the two other 3-byte alignments, so the
+//! value is found inside a longer base64 stream), hex (lower and upper case,
+//! packed and as space-separated bytes like `od -An -tx1` / `hexdump -C`),
+//! URL-encoding (`%XX` upper and lower case, `+` for a space) and the JSON
+//! string escape. Every match is replaced by the secret's placeholder
+//! `{{secret:name}}` (or a chosen replacement, such as the masked API key) and
+//! counted.
+//!
+//! Matching is leftmost-longest over all patterns: a table indexed by the first
+//! two bytes of a pattern gives the few candidates starting there (longest
+//! first), so the scan does two table reads per input byte and compares bytes
+//! only where a pattern can start. [`StreamRedactor`] keeps the last
+//! `longest pattern - 1` bytes of a chunk back until the next one arrives, so a
+//! value split across two reads is still found, and its output is exactly what
+//! the one-shot redaction of the whole stream would give.
+//!
+//! What this cannot see: a value transformed any other way (reversed, split by
+//! line breaks as `xxd`/`base64 -w` wrap it, compressed, encrypted). The
+//! defences for those are elsewhere: secrets are delivered only where their
+//! scope allows (`secrets.rs`), and the files they are written to should not be
+//! readable by other actions.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// One value to hide and what replaces it.
+pub struct RedactEntry {
+    /// The name shown in counts (the secret's name, or e.g. `API_KEY`).
+    pub label: String,
+    value: Vec<u8>,
+    replacement: Vec<u8>,
+}
+
+impl RedactEntry {
+    /// A secret replaced by `{{secret:name}}`.
+    pub fn secret(name: &str, value: &[u8]) -> RedactEntry {
+        RedactEntry {
+            label: name.to_string(),
+            value: value.to_vec(),
+            replacement: format!("{{{{secret:{name}}}}}").into_bytes(),
+        }
+    }
+
+    /// A value replaced by a fixed text (e.g. the API key by its masked form).
+    pub fn with_replacement(label: &str, value: &[u8], replacement: &str) -> RedactEntry {
+        RedactEntry {
+            label: label.to_string(),
+            value: value.to_vec(),
+            replacement: replacement.as_bytes().to_vec(),
+        }
+    }
+}
+
+impl Drop for RedactEntry {
+    fn drop(&mut self) {
+        wipe(&mut self.value);
+    }
+}
+
+impl std::fmt::Debug for RedactEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RedactEntry({}, {} bytes)", self.label, self.value.len())
+    }
+}
+
+/// Overwrites a buffer that held secret material before it is freed.
+pub fn wipe(bytes: &mut Vec<u8>) {
+    for b in bytes.iter_mut() {
+        *b = 0;
+    }
+    std::hint::black_box(&bytes);
+    bytes.clear();
+}
+
+/// How many replacements were made, per label.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RedactionCounts {
+    pub by_label: BTreeMap<String, u64>,
+}
+
+impl RedactionCounts {
+    pub fn total(&self) -> u64 {
+        self.by_label.values().sum()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.total() == 0
+    }
+    pub fn add(&mut self, other: &RedactionCounts) {
+        for (k, v) in &other.by_label {
+            *self.by_label.entry(k.clone()).or_insert(0) += v;
+        }
+    }
+}
+
+struct Pattern {
+    bytes: Vec<u8>,
+    entry: usize,
+}
+
+/// An immutable set of values to redact; cheap to share (`Arc`).
+pub struct Redactor {
+    patterns: Vec<Pattern>,
+    labels: Vec<String>,
+    replacements: Vec<Vec<u8>>,
+    /// CSR index by the first two bytes: candidates for key k are
+    /// `cands[starts[k]..starts[k + 1]]`, longest first.
+    starts: Vec<u32>,
+    cands: Vec<u32>,
+    /// One-byte patterns by their byte (u32::MAX: none).
+    single: [u32; 256],
+    max_len: usize,
+}
+
+impl Drop for Redactor {
+    fn drop(&mut self) {
+        for p in &mut self.patterns {
+            wipe(&mut p.bytes);
+        }
+    }
+}
+
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Redactor({} values, {} patterns)",
+            self.labels.len(),
+            self.patterns.len()
+        )
+    }
+}
+
+impl Default for Redactor {
+    fn default() -> Self {
+        Redactor::new(Vec::new())
+    }
+}
+
+impl Redactor {
+    /// Builds the patterns of every entry (the value and its encodings).
+    pub fn new(entries: Vec<RedactEntry>) -> Redactor {
+        let mut patterns: Vec<Pattern> = Vec::new();
+        let mut labels = Vec::new();
+        let mut replacements = Vec::new();
+        for (i, e) in entries.iter().enumerate() {
+            labels.push(e.label.clone());
+            replacements.push(e.replacement.clone());
+            for bytes in forms(&e.value) {
+                if !bytes.is_empty() && !patterns.iter().any(|p| p.bytes == bytes) {
+                    patterns.push(Pattern { bytes, entry: i });
+                }
+            }
+        }
+        // Longest first, so the first candidate that matches is the longest.
+        patterns.sort_by(|a, b| {
+            b.bytes
+                .len()
+                .cmp(&a.bytes.len())
+                .then(a.entry.cmp(&b.entry))
+        });
+        let mut single = [u32::MAX; 256];
+        let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); 1 << 16];
+        for (i, p) in patterns.iter().enumerate() {
+            if p.bytes.len() == 1 {
+                if single[usize::from(p.bytes[0])] == u32::MAX {
+                    single[usize::from(p.bytes[0])] = i as u32;
+                }
+            } else {
+                buckets[key(p.bytes[0], p.bytes[1])].push(i as u32);
+            }
+        }
+        let mut starts = Vec::with_capacity((1 << 16) + 1);
+        let mut cands = Vec::new();
+        for b in &buckets {
+            starts.push(cands.len() as u32);
+            cands.extend_from_slice(b);
+        }
+        starts.push(cands.len() as u32);
+        let max_len = patterns.iter().map(|p| p.bytes.len()).max().unwrap_or(0);
+        Redactor {
+            patterns,
+            labels,
+            replacements,
+            starts,
+            cands,
+            single,
+            max_len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    /// The longest pattern: a stream keeps this many bytes minus one back.
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    /// Number of patterns searched (values times their distinct encodings).
+    pub fn pattern_count(&self) -> usize {
+        self.patterns.len()
+    }
+
+    /// Redacts a whole buffer.
+    pub fn redact_bytes(&self, input: &[u8]) -> (Vec<u8>, RedactionCounts) {
+        let mut counts = vec![0u64; self.labels.len()];
+        let mut out = Vec::with_capacity(input.len());
+        if self.is_empty() {
+            out.extend_from_slice(input);
+        } else {
+            let end = self.scan(input, input.len(), &mut out, &mut counts);
+            out.extend_from_slice(&input[end..]);
+        }
+        (out, self.counts(&counts))
+    }
+
+    /// Redacts a string. Patterns are whole UTF-8 sequences, so the result is
+    /// valid UTF-8 too.
+    pub fn redact_str(&self, input: &str) -> (String, RedactionCounts) {
+        if self.is_empty() {
+            return (input.to_string(), RedactionCounts::default());
+        }
+        let (bytes, counts) = self.redact_bytes(input.as_bytes());
+        let text = match String::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        };
+        (text, counts)
+    }
+
+    /// Redacts every string (and object key) of a JSON value in place, e.g. an
+    /// audit record before it is written.
+    pub fn redact_json(&self, value: &mut serde_json::Value) -> RedactionCounts {
+        let mut total = RedactionCounts::default();
+        if !self.is_empty() {
+            self.redact_json_inner(value, &mut total);
+        }
+        total
+    }
+
+    fn redact_json_inner(&self, value: &mut serde_json::Value, total: &mut RedactionCounts) {
+        use serde_json::Value;
+        match value {
+            Value::String(s) => {
+                let (t, c) = self.redact_str(s);
+                if !c.is_empty() {
+                    *s = t;
+                    total.add(&c);
+                }
+            }
+            Value::Array(items) => {
+                for v in items {
+                    self.redact_json_inner(v, total);
+                }
+            }
+            Value::Object(map) => {
+                let old = std::mem::take(map);
+                for (k, mut v) in old {
+                    let (k2, c) = self.redact_str(&k);
+                    total.add(&c);
+                    self.redact_json_inner(&mut v, total);
+                    map.insert(k2, v);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A streaming redactor over this set.
+    pub fn stream(self: &Arc<Self>) -> StreamRedactor {
+        StreamRedactor::new(Arc::clone(self))
+    }
+
+    fn counts(&self, raw: &[u64]) -> RedactionCounts {
+        let mut c = RedactionCounts::default();
+        for (i, n) in raw.iter().enumerate() {
+            if *n > 0 {
+                *c.by_label.entry(self.labels[i].clone()).or_insert(0) += n;
+            }
+        }
+        c
+    }
+
+    /// Scans `buf`, deciding every position before `limit`; writes the output
+    /// for everything consumed and returns the first unconsumed position
+    /// (≥ `limit` unless the buffer ended). Mid-stream the caller passes
+    /// `limit = buf.len() - (max_len - 1)`, so every pattern starting before
+    /// `limit` is compared in full; at the end, `limit = buf.len()`.
+    fn scan(&self, buf: &[u8], limit: usize, out: &mut Vec<u8>, counts: &mut [u64]) -> usize {
+        let mut i = 0usize;
+        let mut emitted = 0usize;
+        let n = buf.len();
+        while i < limit {
+            let mut hit: Option<usize> = None;
+            if i + 1 < n {
+                let k = key(buf[i], buf[i + 1]);
+                let (a, b) = (self.starts[k] as usize, self.starts[k + 1] as usize);
+                if a != b {
+                    for &pi in &self.cands[a..b] {
+                        let p = &self.patterns[pi as usize].bytes;
+                        if buf[i..].starts_with(p) {
+                            hit = Some(pi as usize);
+                            break;
+                        }
+                    }
+                }
+            }
+            if hit.is_none() {
+                let s = self.single[usize::from(buf[i])];
+                if s != u32::MAX {
+                    hit = Some(s as usize);
+                }
+            }
+            match hit {
+                Some(pi) => {
+                    let p = &self.patterns[pi];
+                    out.extend_from_slice(&buf[emitted..i]);
+                    out.extend_from_slice(&self.replacements[p.entry]);
+                    counts[p.entry] += 1;
+                    i += p.bytes.len();
+                    emitted = i;
+                }
+                None => i += 1,
+            }
+        }
+        out.extend_from_slice(&buf[emitted..i.min(n)]);
+        i.min(n)
+    }
+}
+
+fn key(a: u8, b: u8) -> usize {
+    (usize::from(a) << 8) | usize::from(b)
+}
+
+/// Redaction of a stream that arrives in chunks (an action's stdout or stderr).
+pub struct StreamRedactor {
+    redactor: Arc<Redactor>,
+    carry: Vec<u8>,
+    counts: Vec<u64>,
+}
+
+impl StreamRedactor {
+    pub fn new(redactor: Arc<Redactor>) -> StreamRedactor {
+        let n = redactor.labels.len();
+        StreamRedactor {
+            redactor,
+            carry: Vec::new(),
+            counts: vec![0; n],
+        }
+    }
+
+    /// Takes the next chunk; returns the redacted bytes that are final now. Up
+    /// to `max_len - 1` bytes stay held back for the next call or `finish`.
+    pub fn push(&mut self, data: &[u8]) -> Vec<u8> {
+        let r = Arc::clone(&self.redactor);
+        if r.is_empty() {
+            return data.to_vec();
+        }
+        let mut buf = std::mem::take(&mut self.carry);
+        buf.extend_from_slice(data);
+        let keep = r.max_len - 1;
+        if buf.len() <= keep {
+            self.carry = buf;
+            return Vec::new();
+        }
+        let limit = buf.len() - keep;
+        let mut out = Vec::with_capacity(buf.len());
+        let end = r.scan(&buf, limit, &mut out, &mut self.counts);
+        self.carry = buf[end..].to_vec();
+        wipe(&mut buf);
+        out
+    }
+
+    /// The end of the stream: the held-back bytes, redacted.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let r = Arc::clone(&self.redactor);
+        let mut buf = std::mem::take(&mut self.carry);
+        if r.is_empty() {
+            return buf;
+        }
+        let mut out = Vec::with_capacity(buf.len());
+        let end = r.scan(&buf, buf.len(), &mut out, &mut self.counts);
+        out.extend_from_slice(&buf[end..]);
+        wipe(&mut buf);
+        out
+    }
+
+    /// Replacements so far.
+    pub fn counts(&self) -> RedactionCounts {
+        self.redactor.counts(&self.counts)
+    }
+}
+
+/// Masks a credential for display: the first 6 and last 3 characters of a long
+/// one (`sk-2f1...8a9`), nothing of a short one. (Same rule as
+/// `config::mask_secret`.)
+pub fn mask_key(key: &str) -> String {
+    let chars: Vec<char> = key.chars().collect();
+    if chars.is_empty() {
+        return "(none)".to_string();
+    }
+    if chars.len() < 12 {
+        return "***".to_string();
+    }
+    let head: String = chars[..6].iter().collect();
+    let tail: String = chars[chars.len() - 3..].iter().collect();
+    format!("{head}...{tail}")
+}
+
+// ---- the forms of a value -------------------------------------------------
+
+const B64_STD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const B64_URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+/// Below this many characters the unaligned base64 cores are not searched
+/// (too short to be specific).
+const MIN_CORE: usize = 8;
+
+/// Base64 without padding.
+pub fn base64_unpadded(data: &[u8], alphabet: &[u8; 64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let chars = chunk.len() + 1;
+        for j in 0..chars {
+            out.push(alphabet[((n >> (18 - 6 * j)) & 63) as usize]);
+        }
+    }
+    out
+}
+
+fn padded(mut unpadded: Vec<u8>) -> Vec<u8> {
+    while unpadded.len() % 4 != 0 {
+        unpadded.push(b'=');
+    }
+    unpadded
+}
+
+/// The base64 characters determined by `v` alone when it starts `k` bytes into
+/// a 3-byte group (k = 0, 1, 2): what any base64 of data containing `v` at
+/// such an offset must contain.
+fn base64_core(v: &[u8], k: usize, alphabet: &[u8; 64]) -> Vec<u8> {
+    let mut data = vec![0u8; k];
+    data.extend_from_slice(v);
+    data.extend_from_slice(&[0, 0, 0]);
+    let enc = base64_unpadded(&data, alphabet);
+    let first = (8 * k).div_ceil(6);
+    let bits_end = 8 * (k + v.len());
+    if bits_end < 6 {
+        return Vec::new();
+    }
+    let last_excl = (bits_end - 6) / 6 + 1;
+    if last_excl <= first || last_excl > enc.len() {
+        return Vec::new();
+    }
+    let core = enc[first..last_excl].to_vec();
+    wipe(&mut data);
+    core
+}
+
+fn hex(v: &[u8], upper: bool, sep: Option<u8>) -> Vec<u8> {
+    let digits: &[u8; 16] = if upper {
+        b"0123456789ABCDEF"
+    } else {
+        b"0123456789abcdef"
+    };
+    let mut out = Vec::with_capacity(v.len() * 3);
+    for (i, b) in v.iter().enumerate() {
+        if i > 0 {
+            if let Some(s) = sep {
+                out.push(s);
+            }
+        }
+        out.push(digits[usize::from(b >> 4)]);
+        out.push(digits[usize::from(b & 15)]);
+    }
+    out
+}
+
+fn url_encoded(v: &[u8], upper: bool, plus_for_space: bool) -> Vec<u8> {
+    let digits: &[u8; 16] = if upper {
+        b"0123456789ABCDEF"
+    } else {
+        b"0123456789abcdef"
+    };
+    let mut out = Vec::with_capacity(v.len() * 3);
+    for &b in v {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b);
+        } else if b == b' ' && plus_for_space {
+            out.push(b'+');
+        } else {
+            out.extend_from_slice(&[
+                b'%',
+                digits[usize::from(b >> 4)],
+                digits[usize::from(b & 15)],
+            ]);
+        }
+    }
+    out
+}
+
+/// Every form of `v` that is searched for.
+fn forms(v: &[u8]) -> Vec<Vec<u8>> {
+    if v.is_empty() {
+        return Vec::new();
+    }
+    let mut f = vec![v.to_vec()];
+    for alphabet in [B64_STD, B64_URL] {
+        let unpadded = base64_unpadded(v, alphabet);
+        f.push(padded(unpadded.clone()));
+        f.push(unpadded);
+        for k in 0..3 {
+            let core = base64_core(v, k, alphabet);
+            if core.len() >= MIN_CORE {
+                f.push(core);
+            }
+        }
+    }
+    f.push(hex(v, false, None));
+    f.push(hex(v, true, None));
+    if v.len() > 1 {
+        f.push(hex(v, false, Some(b' ')));
+        f.push(hex(v, true, Some(b' ')));
+    }
+    f.push(url_encoded(v, true, false));
+    f.push(url_encoded(v, false, false));
+    f.push(url_encoded(v, true, true));
+    if let Ok(s) = std::str::from_utf8(v) {
+        if let Ok(json) = serde_json::to_string(s) {
+            let inner = json.as_bytes()[1..json.len() - 1].to_vec();
+            f.push(inner);
+        }
+    }
+    f
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn r(entries: &[(&str, &str)]) -> Arc<Redactor> {
+        Arc::new(Redactor::new(
+            entries
+                .iter()
+                .map(|(n, v)| RedactEntry::secret(n, v.as_bytes()))
+                .collect(),
+        ))
+    }
+
+    #[test]
+    fn base64_matches_known_vectors() {
+        assert_eq!(base64_unpadded(b"", B64_STD), b"");
+        assert_eq!(padded(base64_unpadded(b"f", B64_STD)), b"Zg==");
+        assert_eq!(padded(base64_unpadded(b"fo", B64_STD)), b"Zm8=");
+        assert_eq!(padded(base64_unpadded(b"foo", B64_STD)), b"Zm9v");
+        assert_eq!(padded(base64_unpadded(b"foobar", B64_STD)), b"Zm9vYmFy");
+        assert_eq!(base64_unpadded(&[0xfb, 0xff], B64_URL), b"-_8");
+        assert_eq!(base64_unpadded(&[0xfb, 0xff], B64_STD), b"+/8");
+    }
+
+    #[test]
+    fn every_form_is_replaced() {
+        let v = "hunter2-Pa ss/wörd";
+        let red = r(&[("db", v)]);
+        let b = v.as_bytes();
+        let cases: Vec<Vec<u8>> = vec![
+            b.to_vec(),
+            padded(base64_unpadded(b, B64_STD)),
+            base64_unpadded(b, B64_STD),
+            padded(base64_unpadded(b, B64_URL)),
+            base64_unpadded(b, B64_URL),
+            hex(b, false, None),
+            hex(b, true, None),
+            hex(b, false, Some(b' ')),
+            url_encoded(b, true, false),
+            url_encoded(b, false, false),
+            url_encoded(b, true, true),
+        ];
+        for c in cases {
+            let text = [b"before ".as_slice(), &c, b" after"].concat();
+            let (out, counts) = red.redact_bytes(&text);
+            assert_eq!(
+                out,
+                b"before {{secret:db}} after",
+                "form {:?}",
+                String::from_utf8_lossy(&c)
+            );
+            assert_eq!(counts.total(), 1);
+        }
+    }
+
+    #[test]
+    fn value_inside_a_longer_base64_stream_is_found_at_any_alignment() {
+        let v = b"correct horse battery staple";
+        let red = r(&[("db", "correct horse battery staple")]);
+        for pre in 0..6 {
+            for post in 0..4 {
+                let mut data = vec![b'x'; pre];
+                data.extend_from_slice(v);
+                data.extend(std::iter::repeat_n(b'y', post));
+                let enc = padded(base64_unpadded(&data, B64_STD));
+                let (out, counts) = red.redact_bytes(&enc);
+                assert!(
+                    counts.total() >= 1,
+                    "pre {pre} post {post}: {}",
+                    String::from_utf8_lossy(&enc)
+                );
+                let core = base64_core(v, 0, B64_STD);
+                assert!(!out.windows(core.len()).any(|w| w == core.as_slice()));
+            }
+        }
+    }
+
+    #[test]
+    fn leftmost_longest_and_counts() {
+        let red = r(&[("a", "abcd"), ("b", "abcdefgh")]);
+        let (out, c) = red.redact_str("xxabcdefghyy abcd");
+        assert_eq!(out, "xx{{secret:b}}yy {{secret:a}}");
+        assert_eq!(c.by_label.get("a"), Some(&1));
+        assert_eq!(c.by_label.get("b"), Some(&1));
+        assert_eq!(c.total(), 2);
+    }
+
+    #[test]
+    fn streaming_equals_one_shot_for_every_split() {
+        let red = r(&[("db", "s3cr3t-value"), ("tok", "ZZtokenZZ")]);
+        let text =
+            b"a s3cr3t-value b czNjcjN0LXZhbHVl c 73336372337420 ZZtokenZZZZtokenZZ s3cr3t-valu";
+        let (whole, whole_counts) = red.redact_bytes(text);
+        for split in 0..=text.len() {
+            let mut s = red.stream();
+            let mut out = s.push(&text[..split]);
+            out.extend(s.push(&text[split..]));
+            out.extend(s.finish());
+            assert_eq!(out, whole, "split at {split}");
+            assert_eq!(s.counts(), whole_counts);
+        }
+        // one byte at a time
+        let mut s = red.stream();
+        let mut out = Vec::new();
+        for b in text.iter() {
+            out.extend(s.push(std::slice::from_ref(b)));
+        }
+        out.extend(s.finish());
+        assert_eq!(out, whole);
+    }
+
+    #[test]
+    fn empty_redactor_passes_through() {
+        let red = Arc::new(Redactor::default());
+        let mut s = red.stream();
+        assert_eq!(s.push(b"abc"), b"abc");
+        assert_eq!(s.finish(), b"");
+        assert_eq!(red.redact_str("x").0, "x");
+    }
+
+    #[test]
+    fn json_values_are_redacted() {
+        let red = r(&[("db", "pa\"ss\\word")]);
+        let mut v = serde_json::json!({"out": "x pa\"ss\\word y", "n": [1, "pa\"ss\\word"]});
+        let c = red.redact_json(&mut v);
+        assert_eq!(c.total(), 2);
+        assert_eq!(v["out"], "x {{secret:db}} y");
+        // the JSON-escaped form, as a program printing JSON would show it
+        let (t, _) = red.redact_str(r#"{"p":"pa\"ss\\word"}"#);
+        assert_eq!(t, r#"{"p":"{{secret:db}}"}"#);
+    }
+
+    #[test]
+    fn masked_replacement_and_mask_key() {
+        let key = "sk-2f1aaaaaaaaaaaaaaaaaaaa8a9";
+        let red = Redactor::new(vec![RedactEntry::with_replacement(
+            "API_KEY",
+            key.as_bytes(),
+            &mask_key(key),
+        )]);
+        assert_eq!(
+            red.redact_str(&format!("Authorization: Bearer {key}")).0,
+            "Authorization: Bearer sk-2f1...8a9"
+        );
+        assert_eq!(mask_key("short"), "***");
+    }
+
+    #[test]
+    #[ignore = "benchmark: cargo test --release -- --ignored --nocapture bench_"]
+    fn bench_redactor_throughput() {
+        let names: Vec<(String, String)> = (0..20)
+            .map(|i| (format!("s{i}"), format!("Secret-Value-{i}-xYz!@#{i}")))
+            .collect();
+        let red = Arc::new(Redactor::new(
+            names
+                .iter()
+                .map(|(n, v)| RedactEntry::secret(n, v.as_bytes()))
+                .collect(),
+        ));
+        let mut text = Vec::new();
+        let line = b"2026-11-29T15:00:00Z host nginx[1234]: GET /api/v1/items?id=42 200 1532 \"Mozilla/5.0\" 0a1b2c3d4e5f ZXhhbXBsZQ==\n";
+        while text.len() < 64 << 20 {
+            text.extend_from_slice(line);
+        }
+        let t = std::time::Instant::now();
+        let (out, _) = red.redact_bytes(&text);
+        let secs = t.elapsed().as_secs_f64();
+        assert_eq!(out.len(), text.len());
+        println!(
+            "one-shot: {} patterns, {:.0} MB/s",
+            red.pattern_count(),
+            text.len() as f64 / secs / 1e6
+        );
+        let t = std::time::Instant::now();
+        let mut s = red.stream();
+        let mut n = 0;
+        for chunk in text.chunks(64 << 10) {
+            n += s.push(chunk).len();
+        }
+        n += s.finish().len();
+        let secs = t.elapsed().as_secs_f64();
+        assert_eq!(n, text.len());
+        println!(
+            "stream (64 KiB chunks): {:.0} MB/s",
+            text.len() as f64 / secs / 1e6
+        );
+    }
+}
