@@ -1,1 +1,354 @@
-fn main() {}
+//! `sysward`: the root broker, and the operator's client of it.
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::sync::Arc;
+use sysward_broker::{
+    audit, client, context, control, decide, doctor, operator, project, session, signals, spawn,
+};
+use sysward_ipc::agent::SessionMode;
+
+#[derive(Parser)]
+#[command(
+    name = "sysward",
+    version,
+    about = "A confined AI system-administration agent: the root broker and its operator client"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the project's task files (standalone with --root, else through the daemon).
+    Run {
+        /// Project directory (init.conf, agent.md, tasks); runs without a daemon.
+        #[arg(long)]
+        root: Option<PathBuf>,
+        /// Run tasks again even when recorded DONE and unchanged.
+        #[arg(long)]
+        rerun: bool,
+        /// Modifying actions only describe what they would do.
+        #[arg(long)]
+        dry_run: bool,
+        /// One JSON object per event and a final summary.
+        #[arg(long)]
+        json: bool,
+        /// Control socket of the daemon (without --root).
+        #[arg(long, default_value = control::SOCKET_PATH)]
+        socket: PathBuf,
+    },
+    /// Talk to the agent interactively.
+    Cli {
+        #[arg(long)]
+        root: Option<PathBuf>,
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long, default_value = control::SOCKET_PATH)]
+        socket: PathBuf,
+    },
+    /// The daemon: serve operators on the control socket.
+    Broker {
+        /// Serve this project directory instead of /etc/sysward + /var/lib/sysward.
+        #[arg(long)]
+        root: Option<PathBuf>,
+        #[arg(long, default_value = control::SOCKET_PATH)]
+        socket: PathBuf,
+    },
+    /// Check every prerequisite and say how to fix what is wrong.
+    Doctor {
+        #[arg(long)]
+        root: Option<PathBuf>,
+    },
+    /// Inspect the policy.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+    /// Inspect the audit trail.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Print the effective policy of agent.md.
+    Check {
+        #[arg(long)]
+        root: Option<PathBuf>,
+    },
+    /// Category, risk, decision, reason and profile for a command.
+    Explain {
+        #[arg(long)]
+        root: Option<PathBuf>,
+        /// Treat the command as a shell script (default when it has one argument).
+        #[arg(long)]
+        shell: bool,
+        #[arg(required = true, last = true)]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Verify the hash chain; report the first bad record.
+    Verify {
+        #[arg(long)]
+        root: Option<PathBuf>,
+        /// Record that an operator saw the break, so sessions may start again.
+        #[arg(long)]
+        acknowledge: bool,
+    },
+    /// Print the audit log readably.
+    Show {
+        #[arg(long)]
+        root: Option<PathBuf>,
+        #[arg(long)]
+        session: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn layout_for(root: &Option<PathBuf>) -> Result<project::Layout> {
+    match root {
+        Some(r) => project::Layout::standalone(r),
+        None => Ok(project::Layout::installed()),
+    }
+}
+
+fn require_root(what: &str) -> Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!("{what} must run as root: the broker starts every other process with fewer privileges. Use `sudo sysward …`, or without --root connect to the daemon as a member of the `sysward` group");
+    }
+    Ok(())
+}
+
+fn run_standalone(
+    root: &std::path::Path,
+    mode: SessionMode,
+    dry_run: bool,
+    json: bool,
+) -> Result<i32> {
+    require_root("sysward run/cli --root")?;
+    let signals = signals::Signals::install()?;
+    let layout = project::Layout::standalone(root)?;
+    let ctx = context::broker_context(layout)?;
+    let interactive = matches!(mode, SessionMode::Cli);
+    let op = operator::LocalOperator::new(
+        json,
+        interactive,
+        signals.cancel.clone(),
+        signals.at_prompt.clone(),
+    );
+    let who = format!("uid {}", nix::unistd::getuid());
+    let summary = session::run_session(
+        &ctx,
+        session::SessionRequest {
+            mode,
+            dry_run,
+            operator: who,
+        },
+        &op,
+    );
+    Ok(summary.exit_code)
+}
+
+fn run_daemon(root: Option<PathBuf>, socket: PathBuf) -> Result<i32> {
+    require_root("sysward broker")?;
+    let layout = layout_for(&root)?;
+    let gid = control::operator_gid()?;
+    let ctx = Arc::new(context::broker_context(layout)?);
+    let listener = control::listen_control(&socket, gid)?;
+    // Service users may never act as operators.
+    let project = project::Project::load(ctx.layout.clone())?;
+    let refused: Vec<u32> = [&project.conf.agent_user, &project.conf.model_user]
+        .iter()
+        .filter_map(|u| spawn::account(u).ok().map(|a| a.uid))
+        .collect();
+    let actions_cgroup = ctx.runner.cgroup_root.clone();
+    eprintln!(
+        "sysward broker {} listening on {}",
+        sysward_ipc::BUILD_VERSION,
+        socket.display()
+    );
+    signals::notify_ready();
+    loop {
+        let conn = match control::accept(&listener) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("accept: {e:#}");
+                continue;
+            }
+        };
+        let cred = match sysward_ipc::peer::peer_cred(&conn) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = ctx.audit.record(
+                    serde_json::json!({"event": "operator_refused", "reason": e.to_string()}),
+                );
+                continue;
+            }
+        };
+        if let Err(reason) = control::check_peer(&cred, gid, &refused, actions_cgroup.as_deref()) {
+            let _ = ctx.audit.record(serde_json::json!({"event": "operator_refused", "pid": cred.pid, "uid": cred.uid, "reason": reason}));
+            let chan = sysward_ipc::Channel::new(conn);
+            let _ = chan.send(&sysward_ipc::operator::OperatorAnswer::Error {
+                message: format!("refused: {reason}"),
+            });
+            continue;
+        }
+        let ctx = Arc::clone(&ctx);
+        let who = format!("uid {} pid {}", cred.uid, cred.pid);
+        let spawned = std::thread::Builder::new()
+            .name("operator".to_string())
+            .stack_size(16 << 20)
+            .spawn(move || {
+                if let Err(e) = control::serve_connection(ctx, conn, who) {
+                    eprintln!("operator connection: {e:#}");
+                }
+            });
+        if let Err(e) = spawned {
+            eprintln!("cannot start an operator thread: {e}");
+        }
+    }
+}
+
+fn real_main() -> Result<i32> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run {
+            root: Some(root),
+            rerun,
+            dry_run,
+            json,
+            ..
+        } => run_standalone(&root, SessionMode::Tasks { rerun }, dry_run, json),
+        Command::Run {
+            root: None,
+            rerun,
+            dry_run,
+            json,
+            socket,
+        } => client::run(&socket, SessionMode::Tasks { rerun }, dry_run, json),
+        Command::Cli {
+            root: Some(root),
+            dry_run,
+            ..
+        } => run_standalone(&root, SessionMode::Cli, dry_run, false),
+        Command::Cli {
+            root: None,
+            dry_run,
+            socket,
+        } => client::run(&socket, SessionMode::Cli, dry_run, false),
+        Command::Broker { root, socket } => run_daemon(root, socket),
+        Command::Doctor { root } => doctor::run(&layout_for(&root)?),
+        Command::Policy {
+            command: PolicyCommand::Check { root },
+        } => {
+            let project = project::Project::load(layout_for(&root)?)?;
+            for w in &project.warnings {
+                eprintln!("warning: {w}");
+            }
+            println!("# effective policy of {}", project.agent_md_path.display());
+            print!("{}", project.policy.render());
+            Ok(0)
+        }
+        Command::Policy {
+            command:
+                PolicyCommand::Explain {
+                    root,
+                    shell,
+                    command,
+                },
+        } => {
+            let project = project::Project::load(layout_for(&root)?)?;
+            let ctx_layout = project.layout.clone();
+            let engine = decide::engine_for_layout(&ctx_layout, &project)?;
+            let plan = decide::plan_for_explain(&command, shell, &ctx_layout.state_dir);
+            let decision = decide::decide(&engine, &plan);
+            println!("{}", sysward_policy::explain(&decision));
+            Ok(0)
+        }
+        Command::Audit {
+            command: AuditCommand::Verify { root, acknowledge },
+        } => {
+            let layout = layout_for(&root)?;
+            audit_verify(&layout, acknowledge)
+        }
+        Command::Audit {
+            command:
+                AuditCommand::Show {
+                    root,
+                    session,
+                    json,
+                },
+        } => {
+            let layout = layout_for(&root)?;
+            audit_show(&layout, session.as_deref(), json)
+        }
+    }
+}
+
+fn audit_verify(layout: &project::Layout, acknowledge: bool) -> Result<i32> {
+    let v = audit::verify(&layout.audit_log(), &layout.audit_head())?;
+    match &v.first_break {
+        None => {
+            println!(
+                "audit chain intact: {} records, last hash {}",
+                v.records, v.last_hash
+            );
+            Ok(0)
+        }
+        Some(b) => {
+            println!("audit chain BROKEN at record {}: {}", b.line, b.problem);
+            println!("{} records verified before the break", v.records);
+            if acknowledge {
+                audit::acknowledge_break(layout, b)?;
+                println!("break acknowledged: the damaged log was moved aside and a new chain starts with a record of this acknowledgement");
+                Ok(0)
+            } else {
+                println!("sessions are refused until an operator runs `sysward audit verify --acknowledge`");
+                Ok(1)
+            }
+        }
+    }
+}
+
+fn audit_show(layout: &project::Layout, session: Option<&str>, json: bool) -> Result<i32> {
+    let text = std::fs::read_to_string(layout.audit_log())
+        .with_context(|| format!("cannot read {}", layout.audit_log().display()))?;
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            println!("(unreadable record)");
+            continue;
+        };
+        let event = &v["event"];
+        if let Some(want) = session {
+            if event["session"].as_str() != Some(want) {
+                continue;
+            }
+        }
+        if json {
+            println!("{line}");
+        } else {
+            println!("{}", audit::render_record(&v));
+        }
+    }
+    Ok(0)
+}
+
+fn main() {
+    let _ = session::PROCESS_START.set(std::time::Instant::now());
+    match real_main() {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("sysward: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}

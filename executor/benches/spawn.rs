@@ -1,1 +1,179 @@
-fn main() {}
+//! Spawn latency, measured in one run: a bare `/bin/true`, `/bin/true` through
+//! `sysward-exec` with a read-only profile (uid drop, caps cleared,
+//! no_new_privs, Landlock read-all-except-protected, seccomp deny-list, the
+//! broker's pre-made empty network namespace), and bubblewrap
+//! (`--ro-bind / / --unshare-net --unshare-pid --die-with-parent`).
+//! Runs are interleaved so drift hits all three alike. Needs root.
+//!
+//! `cargo bench -p sysward-exec --bench spawn [-- RUNS]`
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use sysward_ipc::exec::{CommandSpec, ExecSpec};
+use sysward_ipc::profile::{ConfinementProfile, ResourceLimits};
+use sysward_ipc::Channel;
+
+const EXE: &str = env!("CARGO_BIN_EXE_sysward-exec");
+
+fn finish(mut child: std::process::Child) {
+    let mut sink = Vec::new();
+    if let Some(mut o) = child.stdout.take() {
+        let _ = o.read_to_end(&mut sink);
+    }
+    let st = child.wait().unwrap();
+    assert!(st.success(), "child failed: {st:?} {}", String::from_utf8_lossy(&sink));
+}
+
+fn bare() -> Duration {
+    let t = Instant::now();
+    let child = Command::new("/bin/true")
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    finish(child);
+    t.elapsed()
+}
+
+fn bwrap() -> Duration {
+    let t = Instant::now();
+    let child = Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent", "/bin/true"])
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    finish(child);
+    t.elapsed()
+}
+
+fn exec(frame: &[u8], netns: &OwnedFd) -> Duration {
+    let t = Instant::now();
+    let (mut ours, theirs) = Channel::pair().unwrap();
+    let fd = theirs.raw_fd();
+    let ns = netns.as_raw_fd();
+    let mut cmd = Command::new(EXE);
+    cmd.env_clear().stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // SAFETY: only dup2 between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(fd, 3) < 0 || libc::dup2(ns, 4) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().unwrap();
+    drop(theirs);
+    ours.send_frame(frame).unwrap();
+    // EOF (no report) = confined and exec'd.
+    match ours.recv_frame(1 << 20) {
+        Err(e) if e.is_disconnect() => {}
+        other => panic!("executor reported instead of running: {:?}", other.map(|f| f.len())),
+    }
+    finish(child);
+    t.elapsed()
+}
+
+struct Stats {
+    median: f64,
+    p99: f64,
+    mean: f64,
+}
+
+fn stats(v: &mut [Duration]) -> Stats {
+    v.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let n = v.len();
+    Stats {
+        median: ms(v[n / 2]),
+        p99: ms(v[(n * 99 / 100).min(n - 1)]),
+        mean: v.iter().map(|d| ms(*d)).sum::<f64>() / n as f64,
+    }
+}
+
+fn main() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("spawn bench: needs root (sysward-exec drops privileges); skipped");
+        return;
+    }
+    let runs: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(1000);
+    let have_bwrap = Command::new("bwrap").arg("--version").output().is_ok();
+    // The broker keeps one empty network namespace and hands it to every
+    // executor as fd 4 (creating one per action costs ~0.5 ms and has tails).
+    let mut holder = Command::new("unshare").args(["-n", "sleep", "100000"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let netns: OwnedFd = std::fs::File::open(format!("/proc/{}/ns/net", holder.id())).unwrap().into();
+    let profile = ConfinementProfile {
+        name: "read-only".into(),
+        uid: 65534,
+        gid: 65534,
+        groups: vec![],
+        capabilities: vec![],
+        read_paths: vec![],
+        read_all_except: Some(vec!["/etc/sysward".into(), "/var/lib/sysward".into()]),
+        write_paths: vec![],
+        write_all_except: None,
+        network: false,
+        scope_signals: true,
+        allow_mount: false,
+        timeout_secs: 60,
+        limits: ResourceLimits::default(),
+        scratch_dir: None,
+    };
+    let spec = ExecSpec::Command {
+        id: 1,
+        profile,
+        command: CommandSpec {
+            argv: vec!["/bin/true".into()],
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            cwd: "/".into(),
+            netns_path: Some("/proc/self/fd/4".into()),
+            cgroup_dir: None,
+        },
+    };
+    let frame = sysward_ipc::codec::encode(&spec).unwrap();
+    // Warm up caches.
+    for _ in 0..20 {
+        bare();
+        exec(&frame, &netns);
+        if have_bwrap {
+            bwrap();
+        }
+    }
+    let (mut b, mut e, mut w) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        b.push(bare());
+        e.push(exec(&frame, &netns));
+        if have_bwrap {
+            w.push(bwrap());
+        }
+    }
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let sb = stats(&mut b);
+    let se = stats(&mut e);
+    println!("spawn latency over {runs} interleaved runs (ms):");
+    println!("  {:<34} median {:>6.3}  p99 {:>6.3}  mean {:>6.3}", "bare /bin/true", sb.median, sb.p99, sb.mean);
+    println!("  {:<34} median {:>6.3}  p99 {:>6.3}  mean {:>6.3}", "sysward-exec read-only /bin/true", se.median, se.p99, se.mean);
+    println!("  sysward-exec / bare (median): {:.2}x   target <= 2x", se.median / sb.median);
+    if have_bwrap {
+        let sw = stats(&mut w);
+        println!("  {:<34} median {:>6.3}  p99 {:>6.3}  mean {:>6.3}", "bwrap --ro-bind / / --unshare-net/pid", sw.median, sw.p99, sw.mean);
+        println!("  bwrap / sysward-exec (median): {:.2}x   target >= 3x", sw.median / se.median);
+    } else {
+        println!("  bwrap not installed (apt-get install -y bubblewrap): comparison skipped");
+    }
+}

@@ -165,15 +165,34 @@ pub enum AgentEvent {
     Info(String),
     Warning(String),
     /// A model step started (`step 3/40`).
-    Step { task: Option<String>, step: u32, max: u32 },
-    ToolStart { call_id: String, summary: String },
-    ToolEnd { call_id: String, status: ToolStatus, duration_ms: u64 },
+    Step {
+        task: Option<String>,
+        step: u32,
+        max: u32,
+    },
+    ToolStart {
+        call_id: String,
+        summary: String,
+    },
+    ToolEnd {
+        call_id: String,
+        status: ToolStatus,
+        duration_ms: u64,
+    },
     /// The model's answer text (think blocks already stripped).
     Answer(String),
-    TaskStart { name: String },
+    TaskStart {
+        name: String,
+    },
     /// A task file skipped (DONE and unchanged).
-    TaskSkipped { name: String, reason: String },
-    Usage { prompt_tokens: u64, completion_tokens: u64 },
+    TaskSkipped {
+        name: String,
+        reason: String,
+    },
+    Usage {
+        prompt_tokens: u64,
+        completion_tokens: u64,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -243,7 +262,9 @@ pub enum AgentAnswer {
     /// The operator cancelled the turn: the outstanding request did not complete.
     Cancelled,
     /// The broker ends the session; `reason` says why.
-    Goodbye { reason: String },
+    Goodbye {
+        reason: String,
+    },
 }
 
 /// Tool arguments may reach 40 MiB (seed); the rest of a request is small.
@@ -263,10 +284,10 @@ impl_message!(AgentAnswer, "agent answer", AGENT_ANSWER_MAX, {
 /// control message never gets the 40 MiB a tool call may use.
 pub fn agent_request_cap(kind: u16) -> usize {
     match kind {
-        3 => 40 << 20,                       // Model: the whole conversation
-        4 => AGENT_REQUEST_MAX,              // Tool: arguments up to 40 MiB
-        6 => STATE_FILE_MAX + (64 << 10),    // SaveState
-        7 | 8 => 1 << 20,                    // Event, TaskFinished
-        _ => 64 << 10,                       // Hello, NextInput, LoadState, Shutdown
+        3 => 40 << 20,                    // Model: the whole conversation
+        4 => AGENT_REQUEST_MAX,           // Tool: arguments up to 40 MiB
+        6 => STATE_FILE_MAX + (64 << 10), // SaveState
+        7 | 8 => 1 << 20,                 // Event, TaskFinished
+        _ => 64 << 10,                    // Hello, NextInput, LoadState, Shutdown
     }
 }

@@ -33,7 +33,9 @@ pub enum ApprovalDecision {
     AllowOnce,
     /// Allow this normalized command for the rest of the session; `confirmed`
     /// must be true (the client asks a second time).
-    AllowSession { confirmed: bool },
+    AllowSession {
+        confirmed: bool,
+    },
     Deny,
 }
 
@@ -52,29 +54,43 @@ pub struct SessionSummary {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OperatorRequest {
-    Hello { build: String },
+    Hello {
+        build: String,
+    },
     Run(RunOptions),
     Cli(RunOptions),
     Input(String),
     /// Ctrl+C: cancel the turn in flight.
     Cancel,
-    Approval { id: String, decision: ApprovalDecision, note: String },
+    Approval {
+        id: String,
+        decision: ApprovalDecision,
+        note: String,
+    },
     /// End of the operator's input: close the session cleanly.
     Detach,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OperatorAnswer {
-    Welcome { build: String, broker_pid: u32 },
+    Welcome {
+        build: String,
+        broker_pid: u32,
+    },
     /// The session started: its id, mode and project as shown in the banner.
-    SessionStarted { session_id: String, banner: String },
+    SessionStarted {
+        session_id: String,
+        banner: String,
+    },
     Event(AgentEvent),
     /// The agent waits for the operator's next line (CLI).
     InputWanted,
     ApprovalNeeded(ApprovalPrompt),
     Finished(SessionSummary),
     /// The request was refused or the session failed; the text says what to do.
-    Error { message: String },
+    Error {
+        message: String,
+    },
 }
 
 pub const OPERATOR_REQUEST_MAX: usize = 64 << 10;

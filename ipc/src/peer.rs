@@ -35,12 +35,11 @@ pub fn peer_cred(fd: impl AsFd) -> Result<PeerCred, PeerError> {
 
 /// The parent pid of `pid`, from `/proc/<pid>/status`.
 pub fn parent_pid(pid: i32) -> Result<i32, PeerError> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).map_err(|e| {
-        PeerError::Proc {
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).map_err(|e| PeerError::Proc {
             pid,
             error: e.to_string(),
-        }
-    })?;
+        })?;
     status
         .lines()
         .find_map(|l| l.strip_prefix("PPid:"))
@@ -53,20 +52,25 @@ pub fn parent_pid(pid: i32) -> Result<i32, PeerError> {
 
 /// Supplementary and primary groups of `pid` (from `/proc/<pid>/status`).
 pub fn process_groups(pid: i32) -> Result<Vec<u32>, PeerError> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).map_err(|e| {
-        PeerError::Proc {
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).map_err(|e| PeerError::Proc {
             pid,
             error: e.to_string(),
-        }
-    })?;
+        })?;
     let mut groups = Vec::new();
     for line in status.lines() {
         if let Some(rest) = line.strip_prefix("Groups:") {
-            groups.extend(rest.split_whitespace().filter_map(|g| g.parse::<u32>().ok()));
+            groups.extend(
+                rest.split_whitespace()
+                    .filter_map(|g| g.parse::<u32>().ok()),
+            );
         }
         if let Some(rest) = line.strip_prefix("Gid:") {
             // real, effective, saved, fs
-            groups.extend(rest.split_whitespace().filter_map(|g| g.parse::<u32>().ok()));
+            groups.extend(
+                rest.split_whitespace()
+                    .filter_map(|g| g.parse::<u32>().ok()),
+            );
         }
     }
     Ok(groups)

@@ -31,6 +31,8 @@ fn deny(e: &Effect, risk: Risk, reason: String, source: &str) -> Judged {
 /// Precomputed path sets for one engine.
 #[derive(Debug, Clone)]
 pub struct PathSets {
+    /// Directories whose whole content may not be deleted at once.
+    pub contents_kept: Vec<PathBuf>,
     pub read_protected: Vec<PathBuf>,
     pub write_protected: Vec<PathBuf>,
     pub never_deletable: Vec<PathBuf>,
@@ -50,7 +52,16 @@ impl PathSets {
                 nd.push(p);
             }
         }
+                let contents_kept: Vec<PathBuf> = nd
+            .iter()
+            .filter(|p| {
+                !matches!(p.to_str(), Some("/tmp" | "/var/tmp" | "/mnt" | "/media"))
+                    && **p != facts.scratch_dir
+            })
+            .cloned()
+            .collect();
         PathSets {
+            contents_kept,
             read_protected: paths::read_protected(facts),
             write_protected: paths::write_protected(facts),
             never_deletable: nd,
@@ -98,7 +109,7 @@ fn critical_delete(t: &Target, sets: &PathSets) -> Option<String> {
         Target::Glob { prefix, pattern } => {
             if pattern.len() == 1
                 && matches_everything(&pattern[0])
-                && sets.never_deletable.iter().any(|n| n == prefix)
+                && sets.contents_kept.iter().any(|n| n == prefix)
             {
                 return Some(format!(
                     "deletes everything in {}, which is never deletable",
@@ -114,16 +125,7 @@ fn critical_delete(t: &Target, sets: &PathSets) -> Option<String> {
                     ));
                 }
             }
-            if pattern.len() == 1
-                && matches_everything(&pattern[0])
-                && sets.never_deletable.iter().any(|n| n == prefix)
-            {
-                return Some(format!(
-                    "deletes everything in {}, which is never deletable",
-                    prefix.display()
-                ));
-            }
-            None
+                        None
         }
         Target::Unresolved => None,
     }
@@ -239,6 +241,14 @@ fn path_rules(
     }
     let mut outside = false;
     let mut unresolved = false;
+    for (t, _, _) in &all {
+        if let Target::Path(p) = t {
+            let s = p.to_string_lossy();
+            if crate::classify::is_block_device(&s) {
+                return Err(deny(e, Risk::Critical, format!("writes straight onto the block device {s}"), "critical: block device"));
+            }
+        }
+    }
     for (t, k, is_delete) in &all {
         if *is_delete {
             if let Some(why) = critical_delete(t, sets) {

@@ -58,7 +58,7 @@ impl Target {
 }
 
 fn has_glob(s: &str) -> bool {
-    s.contains(['*', '?', '['])
+    s.contains(['*', '?']) || s.find('[').is_some_and(|i| s[i + 1..].contains(']'))
 }
 
 /// Resolves an argument against the cwd (None: unknown cwd) and the broker's

@@ -1,1 +1,264 @@
-//! End-to-end test helpers.
+//! Helpers for sysward's end-to-end tests: they run the real process tree as
+//! root (broker, agent, gateway, executor) against the scripted OpenAI server.
+//! Tests that need root say so loudly and skip when not root; CI runs as root.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+pub use sysward_scripted_model::{Handle, Scenario, ScriptedServer};
+
+/// True when running as root. Otherwise prints a loud skip notice.
+pub fn require_root(test: &str) -> bool {
+    if nix_geteuid() == 0 {
+        return true;
+    }
+    eprintln!("\n*** SKIPPED {test}: needs root (it runs the real broker, users and kernel confinement). CI runs it as root. ***\n");
+    false
+}
+
+fn nix_geteuid() -> u32 {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|v| v.parse().unwrap_or(1)))
+        })
+        .unwrap_or(1)
+}
+
+static ACCOUNTS: Once = Once::new();
+
+/// Creates the `sysward` group and the agent and gateway users if missing.
+pub fn ensure_accounts() {
+    ACCOUNTS.call_once(|| {
+        let run = |args: &[&str]| {
+            let _ = Command::new(args[0])
+                .args(&args[1..])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        };
+        run(&["groupadd", "--system", "sysward"]);
+        for user in ["sysward-agent", "sysward-model"] {
+            run(&[
+                "useradd",
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                user,
+            ]);
+        }
+    });
+    for user in ["sysward-agent", "sysward-model"] {
+        let ok = Command::new("id")
+            .arg(user)
+            .stdout(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "user {user} is missing and could not be created");
+    }
+}
+
+/// The directory with the built binaries (target/debug or target/release).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let mut dir = exe.parent().unwrap().to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    for b in [
+        "sysward",
+        "sysward-agent",
+        "sysward-exec",
+        "sysward-gateway",
+    ] {
+        assert!(
+            dir.join(b).exists(),
+            "{} is missing: run `cargo build --workspace --bins` before the tests (the CI command does)",
+            dir.join(b).display()
+        );
+    }
+    dir
+}
+
+pub fn sysward() -> PathBuf {
+    bin_dir().join("sysward")
+}
+
+/// A project directory (0700) with init.conf, agent.md and task files.
+pub struct TestProject {
+    pub dir: PathBuf,
+}
+
+impl TestProject {
+    pub fn new(name: &str) -> TestProject {
+        let base = Path::new("/var/tmp/sysward-tests");
+        fs::create_dir_all(base).unwrap();
+        fs::set_permissions(base, fs::Permissions::from_mode(0o700)).unwrap();
+        let dir = base.join(format!("{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+        TestProject { dir }
+    }
+
+    pub fn write(&self, name: &str, content: &str) -> &Self {
+        let p = self.dir.join(name);
+        fs::write(&p, content).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+        self
+    }
+
+    /// init.conf pointing at `server`, plus extra lines.
+    pub fn init_conf(&self, server: &Handle, extra: &str) -> &Self {
+        self.write(
+            "init.conf",
+            &format!("API_URL={}\nAPI_KEY=sk-test-0123456789abcdef\nMODEL=scripted\nREQUEST_TIMEOUT=20\n{extra}\n", server.base_url()),
+        )
+    }
+
+    /// init.conf with a short REQUEST_TIMEOUT (seconds).
+    pub fn init_conf_with_timeout(&self, server: &Handle, timeout: u32) -> &Self {
+        self.write(
+            "init.conf",
+            &format!("API_URL={}\nAPI_KEY=sk-test-0123456789abcdef\nMODEL=scripted\nREQUEST_TIMEOUT={timeout}\n", server.base_url()),
+        )
+    }
+
+    /// agent.md with the given policy block body.
+    pub fn agent_md(&self, policy: &str) -> &Self {
+        self.write(
+            "agent.md",
+            &format!("# Test agent\nYou administer a test host.\n\n```policy\n{policy}\n```\n"),
+        )
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+impl Drop for TestProject {
+    fn drop(&mut self) {
+        if std::env::var_os("SYSWARD_KEEP_TEST_DIRS").is_none() {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+pub fn scenario(json: &str) -> Handle {
+    ScriptedServer::start(Scenario::from_str(json).unwrap()).unwrap()
+}
+
+/// Runs `sysward args…` to completion (killed after `timeout`).
+pub fn run_sysward(args: &[&str], timeout: Duration) -> Output {
+    let child = Command::new(sysward())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_output(child, timeout)
+}
+
+pub fn wait_output(mut child: std::process::Child, timeout: Duration) -> Output {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "sysward did not finish within {timeout:?}\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Parses `--json` output line by line (every line must be JSON).
+pub fn json_lines(out: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .collect()
+}
+
+pub fn describe(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Reads the audit log of a project as JSON records.
+pub fn audit_records(project: &TestProject) -> Vec<serde_json::Value> {
+    fs::read_to_string(project.path("audit.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Children of `parent` whose command name is `name`.
+pub fn children_named(parent: u32, name: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue;
+        };
+        let field = |k: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(k))
+                .map(|l| l[k.len()..].trim().to_string())
+        };
+        if field("Name:").as_deref() == Some(&name[..name.len().min(15)])
+            && field("PPid:") == Some(parent.to_string())
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// A `/proc/<pid>/status` field.
+pub fn status_field(pid: u32, key: &str) -> Option<String> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with(key))
+        .map(|l| l[key.len()..].trim().to_string())
+}
+
+/// Waits until `f` returns Some, or panics after `timeout`.
+pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -68,8 +68,6 @@ const READERS: &[&str] = &[
     "zdiff",
     "realpath",
     "readlink",
-    "basename",
-    "dirname",
     "namei",
     "lsattr",
     "getfacl",
@@ -111,6 +109,8 @@ const INSPECTORS: &[&str] = &[
     ":",
     "test",
     "[",
+    "basename",
+    "dirname",
     "pwd",
     "whoami",
     "id",
@@ -676,6 +676,18 @@ pub fn classify(name: &str, args: &[Arg], cx: &mut Cx<'_>) -> Effect {
                 e.writes.push((cx.target(f), super::WriteKind::Create));
             }
             e
+        }
+        "dmesg" => {
+            if args.iter().any(|a| {
+                let t = a.text.as_str();
+                matches!(t, "-c" | "-C" | "--clear" | "--read-clear" | "-D" | "-E" | "--console-off" | "--console-on")
+                    || t.starts_with("-n")
+                    || t.starts_with("--console-level")
+            }) {
+                Effect::new(Category::Admin, Risk::Medium, "dmesg clears the ring buffer or changes the console level").with_caps(&["CAP_SYSLOG"])
+            } else {
+                Effect::ro("dmesg reads the kernel log").with_caps(&["CAP_SYSLOG"])
+            }
         }
         "eval" => Effect::evasive("eval runs a computed string"),
         "source" | "." => Effect::evasive(format!("{name} runs a script file in the shell")),

@@ -279,7 +279,11 @@ fn curl(args: &[Arg], cx: &Cx<'_>) -> Effect {
         "-b",
         "--cookie",
     ]) {
-        e.reads.push(cx.target(&r));
+                e.reads.push(cx.target(&r));
+    }
+    if o.has_value(&["-T", "--upload-file"]) {
+        e.raise(Risk::Medium);
+        e.reason = "curl uploads a local file".to_string();
     }
     for d in o.values_of(&[
         "-d",
@@ -291,10 +295,9 @@ fn curl(args: &[Arg], cx: &Cx<'_>) -> Effect {
         "--json",
     ]) {
         if let Some(p) = d.text.split('@').nth(1).filter(|_| d.text.contains('@')) {
-            e.reads.push(cx.target(&Arg {
-                text: p.trim_start_matches('<').to_string(),
-                ..d.clone()
-            }));
+            e.reads.push(cx.target(&Arg { text: p.trim_start_matches('<').to_string(), ..d.clone() }));
+            e.raise(Risk::Medium);
+            e.reason = "curl sends a local file".to_string();
         }
     }
     for u in o.operands.iter().chain(
@@ -1013,71 +1016,24 @@ pub fn openssl(args: &[Arg], cx: &Cx<'_>) -> Effect {
             return Effect::unknown("openssl loads an engine or provider");
         }
     }
-    let o = Opts::parse(
-        rest,
-        &[
-            "-in",
-            "-out",
-            "-keyout",
-            "-CAfile",
-            "-CApath",
-            "-connect",
-            "-servername",
-            "-key",
-            "-cert",
-            "-CA",
-            "-CAkey",
-            "-config",
-            "-extfile",
-            "-passin",
-            "-passout",
-            "-inkey",
-            "-signkey",
-            "-certfile",
-            "-name",
-            "-subj",
-            "-days",
-            "-newkey",
-            "-pkeyopt",
-            "-inform",
-            "-outform",
-            "-starttls",
-            "-verify_hostname",
-            "-sigopt",
-            "-md",
-            "-set_serial",
-            "-reqexts",
-            "-extensions",
-            "-text_",
-            "-port",
-            "-accept",
-            "-nameopt",
-            "-rand",
-            "-writerand",
-            "-sess_out",
-            "-sess_in",
-            "-msgfile",
-            "-keylogfile",
-            "-trace_",
-            "-verify",
-            "-untrusted",
-            "-crl",
-            "-purpose",
-            "-ext",
-            "-checkhost",
-            "-checkemail",
-            "-checkip",
-            "-K",
-            "-iv",
-            "-S",
-            "-pass",
-            "-k",
-            "-kfile",
-            "-attime",
-            "-policy",
-            "-x509_strict_",
-        ],
-    );
+    // openssl options are single-dash words, each taking at most one value.
+    let value_opts = ["-in", "-out", "-keyout", "-CAfile", "-CApath", "-connect", "-servername", "-key", "-cert", "-CA", "-CAkey", "-config", "-extfile", "-passin", "-passout", "-inkey", "-signkey", "-certfile", "-name", "-subj", "-days", "-newkey", "-pkeyopt", "-inform", "-outform", "-starttls", "-sigopt", "-md", "-set_serial", "-reqexts", "-extensions", "-port", "-accept", "-nameopt", "-rand", "-writerand", "-sess_out", "-sess_in", "-msgfile", "-keylogfile", "-untrusted", "-crl", "-purpose", "-ext", "-checkhost", "-checkemail", "-checkip", "-K", "-iv", "-S", "-pass", "-k", "-kfile", "-attime", "-policy", "-verify", "-signature", "-sigfile", "-CAserial"];
+    let mut values: Vec<(&str, &Arg)> = Vec::new();
+    let mut i = 0;
+    while i < rest.len() {
+        let t = rest[i].text.as_str();
+        if let Some(k) = value_opts.iter().find(|k| **k == t) {
+            if let Some(v) = rest.get(i + 1) {
+                values.push((k, v));
+            }
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    let vals = |names: &[&str]| -> Vec<Arg> {
+        values.iter().filter(|(k, _)| names.contains(k)).map(|(_, v)| (*v).clone()).collect()
+    };
     let mut e = match sub {
         "s_client" => Effect::new(
             Category::Network,
@@ -1093,7 +1049,7 @@ pub fn openssl(args: &[Arg], cx: &Cx<'_>) -> Effect {
         .net(),
         _ => Effect::ro(format!("openssl {sub}")),
     };
-    for r in o.values_of(&[
+    for r in vals(&[
         "-in",
         "-CAfile",
         "-key",
@@ -1114,7 +1070,7 @@ pub fn openssl(args: &[Arg], cx: &Cx<'_>) -> Effect {
     ]) {
         e.reads.push(cx.target(&r));
     }
-    for w in o.values_of(&["-out", "-keyout", "-writerand", "-sess_out", "-keylogfile"]) {
+    for w in vals(&["-out", "-keyout", "-writerand", "-sess_out", "-keylogfile"]) {
         let mut x = Effect::new(
             Category::Write,
             Risk::Low,

@@ -1,0 +1,395 @@
+//! The audit trail: append-only JSON lines, 0600 root, each record carrying a
+//! sequence number, RFC 3339 time, the previous record's SHA-256 and its own.
+//! The chain is verified on open; a broken chain refuses new sessions.
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Hash of "no previous record".
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+/// One audit line is at most this long; the chain verifier refuses longer ones.
+const MAX_LINE: usize = 64 << 20;
+
+#[derive(Debug)]
+pub struct Audit {
+    path: PathBuf,
+    head_path: PathBuf,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    file: File,
+    seq: u64,
+    last_hash: String,
+}
+
+/// Where verification stopped and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainBreak {
+    pub line: u64,
+    pub problem: String,
+}
+
+/// Result of walking the whole chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub records: u64,
+    pub last_hash: String,
+    pub first_break: Option<ChainBreak>,
+}
+
+pub fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
+}
+
+fn hash_hex(bytes: &[u8]) -> String {
+    crate::project::hex(&Sha256::digest(bytes))
+}
+
+/// The bytes a record's hash covers: the record without its `hash` field,
+/// serialized with sorted keys (serde_json's default map is ordered).
+fn canonical(record: &Map<String, Value>) -> Result<Vec<u8>> {
+    let mut without = record.clone();
+    without.remove("hash");
+    Ok(serde_json::to_vec(&Value::Object(without))?)
+}
+
+/// Walks the log and the head anchor. Reports the first bad record.
+pub fn verify(path: &Path, head_path: &Path) -> Result<Verified> {
+    let mut records = 0u64;
+    let mut prev = GENESIS.to_string();
+    let mut first_break = None;
+    if path.exists() {
+        let file = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let mut reader = BufReader::new(file);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let n = (&mut reader)
+                .take(MAX_LINE as u64 + 1)
+                .read_until(b'\n', &mut line)?;
+            if n == 0 {
+                break;
+            }
+            let lineno = records + 1;
+            let problem = check_line(&line, lineno, &prev);
+            match problem {
+                Ok(hash) => {
+                    prev = hash;
+                    records += 1;
+                }
+                Err(problem) => {
+                    first_break = Some(ChainBreak {
+                        line: lineno,
+                        problem,
+                    });
+                    break;
+                }
+            }
+        }
+    }
+    if first_break.is_none() {
+        if let Some((seq, hash)) = read_head(head_path)? {
+            if seq > records || (seq == records && hash != prev) {
+                first_break = Some(ChainBreak {
+                    line: records + 1,
+                    problem: format!(
+                        "the head anchor records {seq} records ending in {hash}, the log has {records}: records were removed or rewritten"
+                    ),
+                });
+            } else if seq < records && records > 0 {
+                // Records after the last anchor are fine (a session still running
+                // or one that died before anchoring) as long as they chain.
+            }
+        }
+    }
+    Ok(Verified {
+        records,
+        last_hash: prev,
+        first_break,
+    })
+}
+
+fn check_line(line: &[u8], lineno: u64, prev: &str) -> std::result::Result<String, String> {
+    if line.len() > MAX_LINE {
+        return Err("record longer than the limit".to_string());
+    }
+    if line.last() != Some(&b'\n') {
+        return Err("record is truncated (no newline)".to_string());
+    }
+    let value: Value = serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
+    let Value::Object(record) = value else {
+        return Err("not a JSON object".to_string());
+    };
+    let seq = record.get("seq").and_then(Value::as_u64);
+    if seq != Some(lineno) {
+        return Err(format!(
+            "sequence {seq:?} where {lineno} was expected: reordered or deleted records"
+        ));
+    }
+    let record_prev = record.get("prev").and_then(Value::as_str).unwrap_or("");
+    if record_prev != prev {
+        return Err(
+            "previous-hash link broken: a record before it was changed or removed".to_string(),
+        );
+    }
+    let stated = record
+        .get("hash")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let body = canonical(&record).map_err(|e| e.to_string())?;
+    let actual = hash_hex(&body);
+    if stated != actual {
+        return Err("content does not match its hash: the record was altered".to_string());
+    }
+    Ok(actual)
+}
+
+fn read_head(head_path: &Path) -> Result<Option<(u64, String)>> {
+    match std::fs::read_to_string(head_path) {
+        Ok(text) => {
+            let mut parts = text.split_whitespace();
+            let seq = parts.next().and_then(|s| s.parse().ok());
+            let hash = parts.next().map(str::to_string);
+            match (seq, hash) {
+                (Some(seq), Some(hash)) => Ok(Some((seq, hash))),
+                _ => bail!(
+                    "the audit head anchor {} is unreadable",
+                    head_path.display()
+                ),
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", head_path.display())),
+    }
+}
+
+use std::io::Read as _;
+
+impl Audit {
+    /// Opens the log for appending after verifying the whole chain. A broken
+    /// chain is an error: no session starts until an operator runs
+    /// `sysward audit verify --acknowledge`.
+    pub fn open(path: &Path, head_path: &Path) -> Result<Audit> {
+        let verified = verify(path, head_path)?;
+        if let Some(b) = &verified.first_break {
+            bail!(
+                "the audit log {} is broken at record {}: {}. New sessions are refused until an operator inspects it with `sysward audit verify` and acknowledges the break with `sysward audit verify --acknowledge`",
+                path.display(),
+                b.line,
+                b.problem
+            );
+        }
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .with_context(|| format!("cannot open the audit log {}", path.display()))?;
+        let meta = file.metadata()?;
+        if meta.mode() & 0o077 != 0 {
+            bail!(
+                "the audit log {} is readable or writable by others: chmod 600 it",
+                path.display()
+            );
+        }
+        Ok(Audit {
+            path: path.to_path_buf(),
+            head_path: head_path.to_path_buf(),
+            state: Mutex::new(State {
+                file,
+                seq: verified.records,
+                last_hash: verified.last_hash,
+            }),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one event (an object with at least `"event"`), durably.
+    pub fn record(&self, event: Value) -> Result<u64> {
+        let mut state = self
+            .state
+            .lock()
+            .map_err(|_| anyhow::anyhow!("audit state poisoned"))?;
+        let seq = state.seq + 1;
+        let mut record = Map::new();
+        record.insert("seq".into(), json!(seq));
+        record.insert("time".into(), json!(now_rfc3339()));
+        record.insert("prev".into(), json!(state.last_hash));
+        record.insert("event".into(), event);
+        let hash = hash_hex(&canonical(&record)?);
+        record.insert("hash".into(), json!(hash));
+        let mut line = serde_json::to_vec(&Value::Object(record))?;
+        line.push(b'\n');
+        state.file.write_all(&line)?;
+        state.file.sync_data()?;
+        state.seq = seq;
+        state.last_hash = hash;
+        Ok(seq)
+    }
+
+    /// Writes the head anchor (last sequence and hash) apart from the log.
+    pub fn anchor(&self) -> Result<(u64, String)> {
+        let state = self
+            .state
+            .lock()
+            .map_err(|_| anyhow::anyhow!("audit state poisoned"))?;
+        let text = format!("{} {}\n", state.seq, state.last_hash);
+        crate::project::write_atomic(&self.head_path, text.as_bytes())?;
+        Ok((state.seq, state.last_hash.clone()))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("sysward-audit-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn write_three(dir: &Path) -> (PathBuf, PathBuf) {
+        let (log, head) = (dir.join("audit.log"), dir.join("audit.head"));
+        let a = Audit::open(&log, &head).unwrap();
+        for i in 0..3 {
+            a.record(json!({"event": "test", "i": i})).unwrap();
+        }
+        a.anchor().unwrap();
+        (log, head)
+    }
+
+    #[test]
+    fn chain_verifies_and_reopens_at_the_right_sequence() {
+        let dir = temp_dir("ok");
+        let (log, head) = write_three(&dir);
+        let v = verify(&log, &head).unwrap();
+        assert_eq!((v.records, v.first_break), (3, None));
+        let a = Audit::open(&log, &head).unwrap();
+        assert_eq!(a.record(json!({"event": "more"})).unwrap(), 4);
+    }
+
+    #[test]
+    fn tampering_is_detected() {
+        let dir = temp_dir("tamper");
+        let (log, head) = write_three(&dir);
+        let original = std::fs::read(&log).unwrap();
+        let lines: Vec<&[u8]> = original.split_inclusive(|b| *b == b'\n').collect();
+
+        // flipped byte inside record 2
+        let mut flipped = original.clone();
+        let pos = lines[0].len() + lines[1].len() / 2;
+        flipped[pos] ^= 0x01;
+        std::fs::write(&log, &flipped).unwrap();
+        let b = verify(&log, &head).unwrap().first_break.unwrap();
+        assert_eq!(b.line, 2, "{b:?}");
+
+        // deleted record 2
+        std::fs::write(&log, [lines[0], lines[2]].concat()).unwrap();
+        assert_eq!(verify(&log, &head).unwrap().first_break.unwrap().line, 2);
+
+        // reordered
+        std::fs::write(&log, [lines[0], lines[2], lines[1]].concat()).unwrap();
+        assert!(verify(&log, &head).unwrap().first_break.is_some());
+
+        // truncated tail: caught by the head anchor
+        std::fs::write(&log, [lines[0], lines[1]].concat()).unwrap();
+        let b = verify(&log, &head).unwrap().first_break.unwrap();
+        assert!(b.problem.contains("head anchor"), "{b:?}");
+        assert!(Audit::open(&log, &head).is_err());
+    }
+}
+
+/// After an operator saw a break: the damaged log is kept aside (never
+/// deleted) and a new chain starts with a record of the acknowledgement.
+pub fn acknowledge_break(layout: &crate::project::Layout, brk: &ChainBreak) -> Result<()> {
+    let log = layout.audit_log();
+    let stamp = time::OffsetDateTime::now_utc().unix_timestamp();
+    let aside = log.with_file_name(format!("audit.log.broken-{stamp}"));
+    if log.exists() {
+        std::fs::rename(&log, &aside)
+            .with_context(|| format!("cannot move {} aside", log.display()))?;
+    }
+    let head = layout.audit_head();
+    let old_head = std::fs::read_to_string(&head).unwrap_or_default();
+    let _ = std::fs::remove_file(&head);
+    let audit = Audit::open(&log, &head)?;
+    audit.record(json!({
+        "event": "audit_break_acknowledged",
+        "operator_uid": nix::unistd::getuid().as_raw(),
+        "broken_log": aside.display().to_string(),
+        "break_at_record": brk.line,
+        "problem": brk.problem,
+        "previous_head": old_head.trim(),
+    }))?;
+    audit.anchor()?;
+    Ok(())
+}
+
+/// One record as a readable timeline line.
+pub fn render_record(v: &Value) -> String {
+    let e = &v["event"];
+    let time = v["time"].as_str().unwrap_or("?");
+    let kind = e["event"].as_str().unwrap_or("?");
+    let s = |k: &str| {
+        e[k].as_str()
+            .map(|x| crate::sanitize::one_line(x, 200))
+            .unwrap_or_default()
+    };
+    let detail = match kind {
+        "tool" => format!(
+            "{} `{}` — {} {} ({}, by {}) status {} exit {} {} ms",
+            s("tool"),
+            s("request"),
+            s("category"),
+            s("risk"),
+            s("decision"),
+            if e["approved_by"].is_string() {
+                s("approved_by")
+            } else {
+                s("source")
+            },
+            s("status"),
+            e["exit_code"],
+            e["duration_ms"]
+        ),
+        "session_start" => format!(
+            "session {} by {} ({})",
+            s("session"),
+            s("operator"),
+            s("mode")
+        ),
+        "session_end" => format!(
+            "session {} ended, exit {}, {} actions, {} denials",
+            s("session"),
+            e["exit_code"],
+            e["actions"],
+            e["denials"]
+        ),
+        "task_end" => format!(
+            "task {} {} after {} steps",
+            s("task"),
+            s("status"),
+            e["steps"]
+        ),
+        _ => crate::sanitize::one_line(&e.to_string(), 300),
+    };
+    format!("{} #{} {:<14} {}", time, v["seq"], kind, detail)
+}

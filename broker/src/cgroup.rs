@@ -1,0 +1,67 @@
+//! One cgroup (v2) per action, so every descendant — setsid'd or double-forked —
+//! can be killed with `cgroup.kill`. The v2 hierarchy is found in mountinfo:
+//! Debian mounts it at /sys/fs/cgroup, hybrid hosts at /sys/fs/cgroup/unified.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Where the cgroup v2 hierarchy is mounted, from mountinfo.
+pub fn v2_mount() -> Option<PathBuf> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mountinfo.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let fstype = right.split_whitespace().next()?;
+        (fstype == "cgroup2").then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
+    })
+}
+
+/// The directory under which per-action cgroups are created, if cgroup v2 with
+/// `cgroup.kill` is available.
+pub fn actions_root() -> Option<PathBuf> {
+    let root = v2_mount()?.join("sysward");
+    if !root.exists() && fs::create_dir(&root).is_err() {
+        return None;
+    }
+    // cgroup.kill exists on kernels ≥ 5.14 in every non-root cgroup.
+    root.join("cgroup.kill").exists().then_some(root)
+}
+
+/// A per-action cgroup, killed and removed on drop.
+pub struct ActionCgroup {
+    dir: PathBuf,
+}
+
+impl ActionCgroup {
+    pub fn create(root: &Path, id: &str) -> std::io::Result<ActionCgroup> {
+        let dir = root.join(id);
+        fs::create_dir(&dir)?;
+        Ok(ActionCgroup { dir })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Kills every process in the cgroup.
+    pub fn kill(&self) {
+        let _ = fs::write(self.dir.join("cgroup.kill"), "1");
+    }
+
+    fn populated(&self) -> bool {
+        fs::read_to_string(self.dir.join("cgroup.events"))
+            .map(|e| e.lines().any(|l| l == "populated 1"))
+            .unwrap_or(false)
+    }
+}
+
+impl Drop for ActionCgroup {
+    fn drop(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while self.populated() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let _ = fs::remove_dir(&self.dir);
+    }
+}

@@ -1,0 +1,41 @@
+//! Setting up a broker before its first session.
+
+use crate::{action, audit, cgroup, netns, project, session, spawn};
+use anyhow::{Context, Result};
+use std::sync::Arc;
+
+/// Everything a broker needs before its first session.
+pub fn broker_context(layout: project::Layout) -> Result<session::BrokerContext> {
+    broker_context_with_binaries(layout, &spawn::binary_dir()?)
+}
+
+/// The same, with sysward's binaries taken from `bin_dir` (each checked to be
+/// root-owned and not writable by others).
+pub fn broker_context_with_binaries(
+    layout: project::Layout,
+    bin_dir: &std::path::Path,
+) -> Result<session::BrokerContext> {
+    sysward_sandbox::set_non_dumpable().context("cannot make the broker non-dumpable")?;
+    project::ensure_private_dir(&layout.agent_dir())?;
+    project::ensure_private_dir(&layout.tmp_dir())?;
+    let audit = audit::Audit::open(&layout.audit_log(), &layout.audit_head())?;
+    let netns =
+        netns::create_empty().context("cannot create the empty network namespace for actions")?;
+    let runner = action::Runner::new(
+        spawn::checked(bin_dir, "sysward-exec")?,
+        cgroup::actions_root(),
+        layout.tmp_dir(),
+        Some(netns),
+    );
+    let hostname = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown".to_string());
+    Ok(session::BrokerContext {
+        audit: Arc::new(audit),
+        runner,
+        agent_path: spawn::checked(bin_dir, "sysward-agent")?,
+        gateway_path: spawn::checked(bin_dir, "sysward-gateway")?,
+        hostname,
+        layout,
+    })
+}

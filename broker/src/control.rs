@@ -1,0 +1,340 @@
+//! The broker daemon's control socket: creation with path checks, peer checks on
+//! every connection, and a session per operator connection.
+
+use crate::cancel::CancelToken;
+use crate::operator::Operator;
+use crate::session::{self, BrokerContext, SessionRequest};
+use anyhow::{bail, Context, Result};
+use nix::sys::socket::{
+    bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
+};
+use nix::unistd::{chown, Gid, Uid};
+use std::fs;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
+use sysward_ipc::agent::{AgentEvent, SessionMode};
+use sysward_ipc::operator::{
+    ApprovalDecision, ApprovalPrompt, OperatorAnswer, OperatorRequest, SessionSummary,
+};
+use sysward_ipc::peer::{self, PeerCred};
+use sysward_ipc::{Channel, BUILD_VERSION};
+
+pub const SOCKET_PATH: &str = "/run/sysward/control.sock";
+pub const OPERATOR_GROUP: &str = "sysward";
+
+/// Checks every existing component of `path` from `/` with lstat: no symlinks,
+/// root-owned, not writable by group or others (except a sticky directory is
+/// never accepted as the final parent).
+pub fn check_path_components(path: &Path) -> Result<()> {
+    let mut current = PathBuf::from("/");
+    for comp in path.components() {
+        match comp {
+            Component::RootDir => {}
+            Component::Normal(name) => current.push(name),
+            _ => bail!(
+                "{}: the control socket path must be absolute and normalized",
+                path.display()
+            ),
+        }
+        let meta = match fs::symlink_metadata(&current) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e).with_context(|| format!("cannot lstat {}", current.display())),
+        };
+        if meta.file_type().is_symlink() {
+            bail!(
+                "{} is a symlink: the control socket path must not contain any",
+                current.display()
+            );
+        }
+        if meta.is_dir() {
+            if meta.uid() != 0 {
+                bail!("{} is not owned by root (uid {}): refusing to create the control socket under it", current.display(), meta.uid());
+            }
+            if meta.mode() & 0o002 != 0 {
+                bail!(
+                    "{} is writable by others: refusing to create the control socket under it",
+                    current.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates `/run/sysward` (0750 root:sysward) and binds the control socket
+/// (0660 root:sysward), removing a stale socket.
+pub fn listen_control(path: &Path, operator_gid: u32) -> Result<OwnedFd> {
+    check_path_components(path)?;
+    let dir = path.parent().context("socket path has no directory")?;
+    match fs::symlink_metadata(dir) {
+        Ok(meta) => {
+            let mode = meta.mode() & 0o7777;
+            if !meta.is_dir() || meta.uid() != 0 || meta.gid() != operator_gid || mode != 0o750 {
+                bail!(
+                    "{} exists with owner {}:{} mode {:o}; expected root:{} 0750. Fix it (chown root:{OPERATOR_GROUP} {d}; chmod 0750 {d}) or remove it",
+                    dir.display(), meta.uid(), meta.gid(), mode, OPERATOR_GROUP, d = dir.display()
+                );
+            }
+        }
+        Err(_) => {
+            fs::create_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o750))?;
+            chown(
+                dir,
+                Some(Uid::from_raw(0)),
+                Some(Gid::from_raw(operator_gid)),
+            )?;
+        }
+    }
+    if let Ok(meta) = fs::symlink_metadata(path) {
+        if meta.file_type().is_socket() {
+            fs::remove_file(path)
+                .with_context(|| format!("cannot remove the stale socket {}", path.display()))?;
+        } else {
+            bail!("{} exists and is not a socket; remove it", path.display());
+        }
+    }
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    let addr = UnixAddr::new(path)?;
+    // Created 0600 by a tight umask, then opened to the group: no window in
+    // which others could connect.
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    let bound = bind(fd.as_raw_fd(), &addr);
+    nix::sys::stat::umask(old);
+    bound.with_context(|| format!("cannot bind {}", path.display()))?;
+    chown(
+        path,
+        Some(Uid::from_raw(0)),
+        Some(Gid::from_raw(operator_gid)),
+    )?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o660))?;
+    listen(&fd, Backlog::new(16)?)?;
+    Ok(fd)
+}
+
+/// Decides whether a connected peer may act as an operator: root or a member of
+/// the operator group; not a sysward service user; not a descendant of this
+/// broker (agents, gateways, actions and whatever they start); not inside an
+/// action's cgroup (which also catches daemonized, reparented descendants).
+pub fn check_peer(
+    cred: &PeerCred,
+    operator_gid: u32,
+    refused_uids: &[u32],
+    actions_cgroup: Option<&Path>,
+) -> Result<(), String> {
+    if refused_uids.contains(&cred.uid) {
+        return Err(format!(
+            "uid {} is a sysward service user, not an operator",
+            cred.uid
+        ));
+    }
+    if cred.uid != 0 {
+        let groups = peer::process_groups(cred.pid).map_err(|e| e.to_string())?;
+        if cred.gid != operator_gid && !groups.contains(&operator_gid) {
+            return Err(format!(
+                "uid {} is neither root nor in the {OPERATOR_GROUP} group",
+                cred.uid
+            ));
+        }
+    }
+    let chain =
+        peer::ancestry(cred.pid).map_err(|e| format!("cannot check the peer's ancestry: {e}"))?;
+    if chain.contains(&(std::process::id() as i32)) && cred.pid != std::process::id() as i32 {
+        // Only our own children descend from us: agents, gateways, executors.
+        return Err("the peer descends from the broker (an agent, gateway or action)".to_string());
+    }
+    if let Some(root) = actions_cgroup {
+        let cg = fs::read_to_string(format!("/proc/{}/cgroup", cred.pid)).unwrap_or_default();
+        let rel = root
+            .file_name()
+            .map(|n| format!("/{}", n.to_string_lossy()))
+            .unwrap_or_default();
+        if cg
+            .lines()
+            .any(|l| l.starts_with("0::") && l[3..].starts_with(&rel))
+        {
+            return Err("the peer runs inside a sysward action's cgroup".to_string());
+        }
+    }
+    Ok(())
+}
+
+/// An operator on the other end of a control connection.
+pub struct RemoteOperator {
+    tx: Channel,
+    inputs: Mutex<Receiver<OperatorRequest>>,
+    cancel: CancelToken,
+}
+
+impl RemoteOperator {
+    fn send(&self, answer: &OperatorAnswer) {
+        let _ = self.tx.send(answer);
+    }
+}
+
+impl Operator for RemoteOperator {
+    fn session_started(&self, session_id: &str, banner: &str) {
+        self.send(&OperatorAnswer::SessionStarted {
+            session_id: session_id.to_string(),
+            banner: banner.to_string(),
+        });
+    }
+
+    fn event(&self, event: &AgentEvent) {
+        // Text is sanitized by the client before display as well; the broker
+        // sanitizes what it renders itself (prompts, summaries).
+        let event = match event {
+            AgentEvent::Answer(t) => {
+                AgentEvent::Answer(crate::sanitize::for_terminal(t, crate::operator::MAX_SHOWN))
+            }
+            AgentEvent::Info(t) => {
+                AgentEvent::Info(crate::sanitize::for_terminal(t, crate::operator::MAX_SHOWN))
+            }
+            AgentEvent::Warning(t) => {
+                AgentEvent::Warning(crate::sanitize::for_terminal(t, crate::operator::MAX_SHOWN))
+            }
+            other => other.clone(),
+        };
+        self.send(&OperatorAnswer::Event(event));
+    }
+
+    fn next_input(&self) -> Option<String> {
+        self.send(&OperatorAnswer::InputWanted);
+        let inputs = self.inputs.lock().ok()?;
+        loop {
+            match inputs.recv().ok()? {
+                OperatorRequest::Input(line) => return Some(line),
+                OperatorRequest::Detach => return None,
+                _ => continue,
+            }
+        }
+    }
+
+    fn approve(&self, prompt: &ApprovalPrompt) -> Option<(ApprovalDecision, String)> {
+        self.send(&OperatorAnswer::ApprovalNeeded(prompt.clone()));
+        let inputs = self.inputs.lock().ok()?;
+        loop {
+            match inputs.recv().ok()? {
+                OperatorRequest::Approval { id, decision, note } if id == prompt.id => {
+                    return Some((decision, note))
+                }
+                OperatorRequest::Detach => return None,
+                _ => continue,
+            }
+        }
+    }
+
+    fn finished(&self, summary: &SessionSummary) {
+        self.send(&OperatorAnswer::Finished(summary.clone()));
+    }
+
+    fn cancel_token(&self) -> &CancelToken {
+        &self.cancel
+    }
+}
+
+/// Serves one accepted operator connection until its session ends.
+pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> Result<()> {
+    let reader_fd = conn.try_clone()?;
+    let tx = Channel::new(conn);
+    tx.force_send_buffer(sysward_ipc::operator::OPERATOR_ANSWER_MAX)?;
+    let mut rx = Channel::new(reader_fd);
+    match rx.recv::<OperatorRequest>() {
+        Ok(OperatorRequest::Hello { build }) if build == BUILD_VERSION => {}
+        Ok(OperatorRequest::Hello { build }) => {
+            let message = format!("version mismatch: client {build}, broker {BUILD_VERSION}; use the sysward binary that matches the running broker");
+            tx.send(&OperatorAnswer::Error {
+                message: message.clone(),
+            })?;
+            bail!(message);
+        }
+        Ok(_) => {
+            tx.send(&OperatorAnswer::Error {
+                message: "say hello first".to_string(),
+            })?;
+            bail!("operator did not open with hello");
+        }
+        Err(e) => bail!("operator connection: {e}"),
+    }
+    tx.send(&OperatorAnswer::Welcome {
+        build: BUILD_VERSION.to_string(),
+        broker_pid: std::process::id(),
+    })?;
+    let (mode, opts) = match rx.recv::<OperatorRequest>() {
+        Ok(OperatorRequest::Run(o)) => (SessionMode::Tasks { rerun: o.rerun }, o),
+        Ok(OperatorRequest::Cli(o)) => (SessionMode::Cli, o),
+        Ok(_) => {
+            tx.send(&OperatorAnswer::Error {
+                message: "expected run or cli".to_string(),
+            })?;
+            bail!("operator sent a request out of turn");
+        }
+        Err(e) => bail!("operator connection: {e}"),
+    };
+    let cancel = CancelToken::new()?;
+    let (in_tx, in_rx) = mpsc::channel();
+    let reader_cancel = cancel.clone();
+    std::thread::Builder::new()
+        .name("operator-reader".to_string())
+        .spawn(move || loop {
+            match rx.recv::<OperatorRequest>() {
+                Ok(OperatorRequest::Cancel) => reader_cancel.cancel(),
+                Ok(req @ (OperatorRequest::Input(_) | OperatorRequest::Approval { .. })) => {
+                    if in_tx.send(req).is_err() {
+                        return;
+                    }
+                }
+                Ok(OperatorRequest::Detach) | Err(_) => {
+                    // The operator went away: cancel what runs and end input.
+                    let _ = in_tx.send(OperatorRequest::Detach);
+                    reader_cancel.cancel();
+                    return;
+                }
+                Ok(_) => {
+                    let _ = in_tx.send(OperatorRequest::Detach);
+                    reader_cancel.cancel();
+                    return;
+                }
+            }
+        })?;
+    let operator = RemoteOperator {
+        tx,
+        inputs: Mutex::new(in_rx),
+        cancel,
+    };
+    session::run_session(
+        &ctx,
+        SessionRequest {
+            mode,
+            dry_run: opts.dry_run,
+            operator: who,
+        },
+        &operator,
+    );
+    Ok(())
+}
+
+pub fn operator_gid() -> Result<u32> {
+    let group = nix::unistd::Group::from_name(OPERATOR_GROUP)?
+        .with_context(|| format!("group {OPERATOR_GROUP} does not exist: create it with `groupadd --system {OPERATOR_GROUP}`"))?;
+    Ok(group.gid.as_raw())
+}
+
+pub fn accept(listener: &OwnedFd) -> Result<OwnedFd> {
+    loop {
+        match nix::sys::socket::accept4(listener.as_fd(), SockFlag::SOCK_CLOEXEC) {
+            Ok(fd) => return Ok(fd),
+            Err(nix::errno::Errno::EINTR) | Err(nix::errno::Errno::ECONNABORTED) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}

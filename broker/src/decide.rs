@@ -1,0 +1,486 @@
+//! The bridge between a decoded tool request and the pure policy engine: the
+//! broker's canonical plan of what will run, the engine's decision about it, and
+//! the executor spec built from the plan (never from the request).
+
+use crate::project::Project;
+use crate::session::BrokerContext;
+use crate::tools::{self, CommandPlan};
+use anyhow::Result;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use sysward_ipc::agent::ToolRequest;
+use sysward_ipc::exec::{
+    AppendFileArgs, ChmodArgs, ChownArgs, CommandSpec, CopyFileArgs, EditFileArgs, ExecSpec,
+    FileOp, ListDirArgs, MkdirArgs, MoveFileArgs, ReadFileArgs, RemoveFileArgs, StatArgs,
+    WriteFileArgs, FILE_WRITE_MAX,
+};
+use sysward_ipc::profile::ConfinementProfile;
+use sysward_policy::{Category, Decision, Engine, HostFacts, PathFacts, Request, ToolPaths};
+
+pub type Verdict = Decision;
+
+/// What the broker will do for one request.
+#[derive(Debug, Clone)]
+pub enum Plan {
+    Command(CommandPlan),
+    /// A broker-defined read-only script (system_info, find_program), decided
+    /// as the tool it implements.
+    Builtin {
+        tool: String,
+        command: CommandPlan,
+    },
+    File {
+        tool: String,
+        op: FileOp,
+        targets: Vec<PathBuf>,
+        recursive: bool,
+        cwd: PathBuf,
+        reason: String,
+        display: String,
+    },
+}
+
+/// Decodes a tool request into the broker's plan. Unknown tools and malformed
+/// arguments are errors the model sees.
+pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, String> {
+    match req.tool.as_str() {
+        "exec" | "shell" => Ok(Plan::Command(tools::command_plan(
+            &req.tool,
+            &req.arguments,
+            default_cwd,
+        )?)),
+        "read_file" | "write_file" | "edit_file" | "append_file" | "copy_file" | "move_file"
+        | "remove_file" | "mkdir" | "list_dir" | "stat" | "chmod" | "chown" => {
+            file_plan(&req.tool, &req.arguments, default_cwd)
+        }
+        "system_info" => {
+            let _: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(&req.arguments)
+                    .map_err(|e| format!("invalid arguments for system_info: {e}"))?;
+            Ok(builtin(
+                "system_info",
+                SYSTEM_INFO_SCRIPT.to_string(),
+                default_cwd,
+            ))
+        }
+        "find_program" => {
+            let a: FindProgramArgs = serde_json::from_str(&req.arguments)
+                .map_err(|e| format!("invalid arguments for find_program: {e}"))?;
+            Ok(builtin(
+                "find_program",
+                find_program_script(&a.programs)?,
+                default_cwd,
+            ))
+        }
+        other => Err(format!(
+            "unknown tool {:?}: the broker runs only the tools it knows",
+            crate::sanitize::one_line(other, 64)
+        )),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FindProgramArgs {
+    programs: Vec<String>,
+}
+
+/// `system_info`: a fixed read-only script, never anything from the request.
+const SYSTEM_INFO_SCRIPT: &str = r#"echo "== os"; cat /etc/os-release 2>/dev/null | grep -E '^(PRETTY_NAME|ID|VERSION_ID)='
+echo "== kernel"; uname -srmo
+echo "== cpu"; nproc; grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2-
+echo "== memory"; grep -E '^(MemTotal|MemAvailable|SwapTotal):' /proc/meminfo
+echo "== identity"; echo "uid=$(id -u) euid=$(id -u) user=$(id -un)"
+echo "== escalation"; for p in sudo doas; do command -v $p >/dev/null && echo "$p: present" || echo "$p: absent"; done
+echo "== init"; ps -p 1 -o comm= 2>/dev/null || cat /proc/1/comm
+echo "== package managers"; for p in apt-get dpkg dnf yum pacman zypper apk pip3 npm; do command -v $p >/dev/null && echo "$p"; done
+echo "== mounts"; grep -vE ' (proc|sysfs|cgroup2?|devpts|mqueue|securityfs|pstore|bpf|tracefs|debugfs|configfs|fusectl|hugetlbfs|autofs|binfmt_misc) ' /proc/mounts
+echo "== interfaces"; ip -brief address 2>/dev/null || cat /proc/net/dev"#;
+
+/// `find_program`: which of the named programs exist, and which package
+/// provides a missing one (dpkg -S on Debian). Names are checked, then quoted.
+fn find_program_script(programs: &[String]) -> std::result::Result<String, String> {
+    if programs.is_empty() || programs.len() > 32 {
+        return Err("find_program needs 1 to 32 program names".to_string());
+    }
+    let mut script = String::new();
+    for p in programs {
+        if p.is_empty()
+            || p.len() > 64
+            || !p
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._+-".contains(c))
+        {
+            return Err(format!(
+                "find_program: {:?} is not a program name",
+                crate::sanitize::one_line(p, 64)
+            ));
+        }
+        script.push_str(&format!(
+            "if command -v {p} >/dev/null 2>&1; then echo \"{p}: $(command -v {p})\"; else echo \"{p}: not installed\"; (dpkg -S \"bin/{p}\" 2>/dev/null || true) | head -3; fi\n"
+        ));
+    }
+    Ok(script)
+}
+
+fn builtin(tool: &str, script: String, cwd: &Path) -> Plan {
+    Plan::Builtin {
+        tool: tool.to_string(),
+        command: CommandPlan {
+            argv: vec!["bash".to_string(), "-c".to_string(), script.clone()],
+            script: Some(script),
+            cwd: cwd.to_path_buf(),
+            timeout_secs: Some(30),
+            reason: String::new(),
+        },
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    arguments: &str,
+) -> std::result::Result<T, String> {
+    serde_json::from_str(arguments).map_err(|e| format!("invalid arguments for {tool}: {e}"))
+}
+
+/// Makes `p` absolute against `cwd`, refusing NUL bytes.
+fn abs_string(p: &mut String, cwd: &Path) -> std::result::Result<PathBuf, String> {
+    if p.is_empty() || p.contains('\0') {
+        return Err("a path must be non-empty and contain no NUL byte".to_string());
+    }
+    let path = absolute(p, cwd);
+    *p = path.display().to_string();
+    Ok(path)
+}
+
+/// A file tool: strict decoding into the executor's argument structs, every
+/// path made absolute, the targets the policy judges.
+fn file_plan(tool: &str, arguments: &str, cwd: &Path) -> std::result::Result<Plan, String> {
+    let mut recursive = false;
+    let (op, targets, reason) = match tool {
+        "read_file" => {
+            let mut a: ReadFileArgs = decode(tool, arguments)?;
+            let t = vec![abs_string(&mut a.path, cwd)?];
+            (a.reason.clone(), t, FileOp::ReadFile(a))
+        }
+        "write_file" => {
+            let mut a: WriteFileArgs = decode(tool, arguments)?;
+            if a.content.len() > FILE_WRITE_MAX {
+                return Err(format!(
+                    "write_file: content is larger than {FILE_WRITE_MAX} bytes"
+                ));
+            }
+            let t = vec![abs_string(&mut a.path, cwd)?];
+            (a.reason.clone(), t, FileOp::WriteFile(a))
+        }
+        "edit_file" => {
+            let mut a: EditFileArgs = decode(tool, arguments)?;
+            let t = vec![abs_string(&mut a.path, cwd)?];
+            (a.reason.clone(), t, FileOp::EditFile(a))
+        }
+        "append_file" => {
+            let mut a: AppendFileArgs = decode(tool, arguments)?;
+            let t = vec![abs_string(&mut a.path, cwd)?];
+            (a.reason.clone(), t, FileOp::AppendFile(a))
+        }
+        "copy_file" => {
+            let mut a: CopyFileArgs = decode(tool, arguments)?;
+            let t = vec![
+                abs_string(&mut a.source, cwd)?,
+                abs_string(&mut a.destination, cwd)?,
+            ];
+            (a.reason.clone(), t, FileOp::CopyFile(a))
+        }
+        "move_file" => {
+            let mut a: MoveFileArgs = decode(tool, arguments)?;
+            let t = vec![
+                abs_string(&mut a.source, cwd)?,
+                abs_string(&mut a.destination, cwd)?,
+            ];
+            (a.reason.clone(), t, FileOp::MoveFile(a))
+        }
+        "remove_file" => {
+            let mut a: RemoveFileArgs = decode(tool, arguments)?;
+            recursive = a.recursive.unwrap_or(false);
+            let t = vec![abs_string(&mut a.path, cwd)?];
+            (a.reason.clone(), t, FileOp::RemoveFile(a))
+        }
+        "mkdir" => {
+            let mut a: MkdirArgs = decode(tool, arguments)?;
+            let t = vec![abs_string(&mut a.path, cwd)?];
+            (a.reason.clone(), t, FileOp::Mkdir(a))
+        }
+        "list_dir" => {
+            let mut a: ListDirArgs = decode(tool, arguments)?;
+            let t = vec![abs_string(&mut a.path, cwd)?];
+            (a.reason.clone(), t, FileOp::ListDir(a))
+        }
+        "stat" => {
+            let mut a: StatArgs = decode(tool, arguments)?;
+            let t = vec![abs_string(&mut a.path, cwd)?];
+            (a.reason.clone(), t, FileOp::Stat(a))
+        }
+        "chmod" => {
+            let mut a: ChmodArgs = decode(tool, arguments)?;
+            let t = vec![abs_string(&mut a.path, cwd)?];
+            (a.reason.clone(), t, FileOp::Chmod(a))
+        }
+        "chown" => {
+            let mut a: ChownArgs = decode(tool, arguments)?;
+            let t = vec![abs_string(&mut a.path, cwd)?];
+            (a.reason.clone(), t, FileOp::Chown(a))
+        }
+        other => return Err(format!("{other} is not a file tool")),
+    }
+    .pipe_reorder();
+    let display = format!(
+        "{tool} {}",
+        targets
+            .iter()
+            .map(|t| tools::shell_quote(&t.display().to_string()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    Ok(Plan::File {
+        tool: tool.to_string(),
+        op,
+        targets,
+        recursive,
+        cwd: cwd.to_path_buf(),
+        reason: reason.unwrap_or_default(),
+        display,
+    })
+}
+
+/// Puts a `(reason, targets, op)` triple in `(op, targets, reason)` order.
+trait PipeReorder {
+    fn pipe_reorder(self) -> (FileOp, Vec<PathBuf>, Option<String>);
+}
+
+impl PipeReorder for (Option<String>, Vec<PathBuf>, FileOp) {
+    fn pipe_reorder(self) -> (FileOp, Vec<PathBuf>, Option<String>) {
+        (self.2, self.1, self.0)
+    }
+}
+
+fn absolute(p: &str, cwd: &Path) -> PathBuf {
+    let path = Path::new(p);
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        cwd.join(path)
+    }
+}
+
+impl Plan {
+    pub fn tool_name(&self) -> &str {
+        match self {
+            Plan::Command(c) if c.script.is_some() => "shell",
+            Plan::Command(_) => "exec",
+            Plan::Builtin { tool, .. } | Plan::File { tool, .. } => tool,
+        }
+    }
+
+    pub fn display(&self) -> String {
+        match self {
+            Plan::Command(c) => c.display(),
+            Plan::Builtin { tool, .. } => tool.clone(),
+            Plan::File { display, .. } => display.clone(),
+        }
+    }
+
+    /// True when a file tool targets something outside `project` (backups
+    /// are made for those, seed BACKUP_BEFORE_SYSTEM_EDIT).
+    pub fn touches_outside(&self, project: &Path) -> bool {
+        match self {
+            Plan::File { targets, .. } => targets.iter().any(|t| !t.starts_with(project)),
+            _ => false,
+        }
+    }
+
+    /// The timeout the request asked for (bounded when decoded).
+    pub fn timeout_secs(&self) -> Option<u64> {
+        match self {
+            Plan::Command(c) | Plan::Builtin { command: c, .. } => c.timeout_secs,
+            Plan::File { .. } => None,
+        }
+    }
+
+    pub fn reason(&self) -> &str {
+        match self {
+            Plan::Command(c) | Plan::Builtin { command: c, .. } => &c.reason,
+            Plan::File { reason, .. } => reason,
+        }
+    }
+
+    /// The spec the executor gets: built from the plan and the decision's
+    /// profile, nothing else.
+    pub fn exec_spec(
+        &self,
+        id: u64,
+        profile: ConfinementProfile,
+        netns_path: Option<String>,
+        cgroup_dir: Option<String>,
+        backup: bool,
+    ) -> std::result::Result<ExecSpec, String> {
+        match self {
+            Plan::Command(c) | Plan::Builtin { command: c, .. } => {
+                let mut argv = c.argv.clone();
+                argv[0] = tools::resolve_program(&argv[0])?.display().to_string();
+                let tmp = profile.scratch_dir.clone();
+                Ok(ExecSpec::Command {
+                    id,
+                    command: CommandSpec {
+                        argv,
+                        env: tools::action_env(tmp.as_deref()),
+                        cwd: c.cwd.display().to_string(),
+                        netns_path: if profile.network { None } else { netns_path },
+                        cgroup_dir,
+                    },
+                    profile,
+                })
+            }
+            Plan::File { op, .. } => Ok(ExecSpec::File {
+                id,
+                op: op.clone(),
+                backup,
+                env: tools::action_env(profile.scratch_dir.as_deref()),
+                profile,
+            }),
+        }
+    }
+}
+
+/// True when a category changes nothing on the host (dry-run still runs it).
+pub fn runs_in_dry_run(category: Category) -> bool {
+    matches!(category, Category::ReadOnly | Category::Network)
+}
+
+/// Symlinks are judged by their real target; a path that does not exist yet is
+/// judged by its parent's real path.
+struct HostPaths;
+
+impl PathFacts for HostPaths {
+    fn real_path(&self, p: &Path) -> Option<PathBuf> {
+        if let Ok(real) = std::fs::canonicalize(p) {
+            return Some(real);
+        }
+        let parent = std::fs::canonicalize(p.parent()?).ok()?;
+        Some(parent.join(p.file_name()?))
+    }
+}
+
+pub fn decide(engine: &Engine, plan: &Plan) -> Decision {
+    match plan {
+        Plan::Command(c) => match &c.script {
+            Some(script) => engine.decide(
+                &Request::Shell {
+                    script,
+                    cwd: &c.cwd,
+                },
+                &HostPaths,
+            ),
+            None => engine.decide(
+                &Request::Exec {
+                    argv: &c.argv,
+                    cwd: &c.cwd,
+                },
+                &HostPaths,
+            ),
+        },
+        Plan::Builtin { tool, command } => {
+            let no_targets: [PathBuf; 0] = [];
+            engine.decide(
+                &Request::Tool {
+                    name: tool,
+                    paths: ToolPaths::new(&no_targets, &command.cwd),
+                },
+                &HostPaths,
+            )
+        }
+        Plan::File {
+            tool,
+            targets,
+            recursive,
+            cwd,
+            ..
+        } => {
+            let mut paths = ToolPaths::new(targets, cwd);
+            paths.recursive = *recursive;
+            engine.decide(&Request::Tool { name: tool, paths }, &HostPaths)
+        }
+    }
+}
+
+/// The policy engine for one session, with this host's facts.
+pub fn engine(ctx: &BrokerContext, project: &Project) -> Result<Engine> {
+    engine_for_layout(&ctx.layout, project)
+}
+
+/// What `sysward policy explain` decides about: a shell script when asked (or
+/// when the command is one word with spaces), else an argv.
+pub fn plan_for_explain(command: &[String], shell: bool, cwd: &Path) -> Plan {
+    let as_shell = shell || (command.len() == 1 && command[0].contains(char::is_whitespace));
+    Plan::Command(CommandPlan {
+        argv: if as_shell {
+            vec!["bash".to_string(), "-c".to_string(), command.join(" ")]
+        } else {
+            command.to_vec()
+        },
+        script: as_shell.then(|| command.join(" ")),
+        cwd: cwd.to_path_buf(),
+        timeout_secs: None,
+        reason: String::new(),
+    })
+}
+
+pub fn engine_for_layout(layout: &crate::project::Layout, project: &Project) -> Result<Engine> {
+    let bin_dir = crate::spawn::binary_dir()?;
+    let mut protected = vec![
+        layout.init_conf(),
+        project.agent_md_path.clone(),
+        layout.audit_log(),
+        layout.audit_head(),
+        layout.approvals_dir(),
+        layout.secrets_dir.clone(),
+        layout.lock_file(),
+        PathBuf::from("/etc/sysward"),
+        PathBuf::from("/run/sysward"),
+        PathBuf::from("/var/lib/sysward"),
+        PathBuf::from("/usr/lib/systemd/system/sysward.service"),
+        PathBuf::from("/usr/lib/systemd/system/sysward-run.service"),
+        PathBuf::from("/usr/lib/systemd/system/sysward-run.timer"),
+        PathBuf::from("/etc/systemd/system/sysward.service"),
+    ];
+    // An action that could write the cgroup hierarchy could move itself out
+    // of its per-action cgroup and survive the action.
+    if let Some(mount) = crate::cgroup::v2_mount() {
+        protected.push(mount);
+    }
+    for bin in [
+        "sysward",
+        "sysward-agent",
+        "sysward-exec",
+        "sysward-gateway",
+    ] {
+        protected.push(bin_dir.join(bin));
+    }
+    if layout.standalone {
+        // The project itself stays writable (seed), but not its state that only
+        // the broker writes.
+        protected.retain(|p| p != &PathBuf::from("/var/lib/sysward"));
+        protected.push(layout.state_dir.join("contexto.mem"));
+        protected.push(layout.state_dir.join("memoria.md"));
+        protected.push(layout.state_dir.join(".context-history"));
+    }
+    let facts = HostFacts {
+        project_root: layout.config_dir.clone(),
+        state_dir: layout.state_dir.clone(),
+        scratch_dir: layout.tmp_dir(),
+        protected,
+        secrets_dir: layout.secrets_dir.clone(),
+        action_uid: 0,
+        action_gid: 0,
+    };
+    Ok(Engine::new(project.policy.clone(), facts))
+}

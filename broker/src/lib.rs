@@ -1,0 +1,26 @@
+//! The sysward broker as a library: the binary `sysward` is a thin CLI over
+//! it, and the end-to-end tests compose sessions from it.
+
+pub mod action;
+pub mod approvals;
+pub mod audit;
+pub mod cancel;
+pub mod capture;
+pub mod cgroup;
+pub mod client;
+pub mod config;
+pub mod context;
+pub mod control;
+pub mod decide;
+pub mod doctor;
+pub mod gateway_link;
+pub mod netns;
+pub mod operator;
+pub mod project;
+pub mod redact;
+pub mod sanitize;
+pub mod secrets;
+pub mod session;
+pub mod signals;
+pub mod spawn;
+pub mod tools;

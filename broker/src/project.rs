@@ -1,0 +1,366 @@
+//! The project: where `init.conf`, `agent.md` and the task files live, where the
+//! state goes, and the checks the seed makes before anything starts.
+
+use crate::config::{self, InitConf};
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use sysward_ipc::agent::TaskSpec;
+
+/// agent.md and each task are at most 1 MiB (seed).
+pub const MAX_INSTRUCTION_FILE: u64 = 1 << 20;
+
+/// Where everything of one installation or one `--root DIR` project lives.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// init.conf, agent.md, task files.
+    pub config_dir: PathBuf,
+    /// memoria.md, contexto.mem, audit log, approvals, `.agent/`.
+    pub state_dir: PathBuf,
+    pub secrets_dir: PathBuf,
+    /// True for `--root DIR` (one directory holds everything, as the seed's
+    /// PROJECT_ROOT does).
+    pub standalone: bool,
+}
+
+impl Layout {
+    pub fn standalone(root: &Path) -> Result<Layout> {
+        let root = fs::canonicalize(root)
+            .with_context(|| format!("project directory {} does not exist", root.display()))?;
+        Ok(Layout {
+            config_dir: root.clone(),
+            state_dir: root.clone(),
+            secrets_dir: root.join("secrets"),
+            standalone: true,
+        })
+    }
+
+    pub fn installed() -> Layout {
+        Layout {
+            config_dir: PathBuf::from("/etc/sysward"),
+            state_dir: PathBuf::from("/var/lib/sysward"),
+            secrets_dir: PathBuf::from("/etc/sysward/secrets"),
+            standalone: false,
+        }
+    }
+
+    pub fn agent_dir(&self) -> PathBuf {
+        self.state_dir.join(".agent")
+    }
+    pub fn tmp_dir(&self) -> PathBuf {
+        self.agent_dir().join("tmp")
+    }
+    pub fn audit_log(&self) -> PathBuf {
+        self.state_dir.join("audit.log")
+    }
+    pub fn audit_head(&self) -> PathBuf {
+        self.agent_dir().join("audit.head")
+    }
+    pub fn approvals_dir(&self) -> PathBuf {
+        self.agent_dir().join("approvals")
+    }
+    pub fn lock_file(&self) -> PathBuf {
+        self.agent_dir().join("lock")
+    }
+    pub fn init_conf(&self) -> PathBuf {
+        self.config_dir.join("init.conf")
+    }
+}
+
+/// Everything loaded from a project before a session starts.
+#[derive(Debug)]
+pub struct Project {
+    pub layout: Layout,
+    pub conf: InitConf,
+    pub agent_md_path: PathBuf,
+    pub agent_md: String,
+    pub policy: sysward_policy::PolicyBlock,
+    pub warnings: Vec<String>,
+}
+
+impl Project {
+    /// Loads and checks init.conf and agent.md; refuses to start on any error
+    /// (seed: missing, world-writable or unparsable → refuse).
+    pub fn load(layout: Layout) -> Result<Project> {
+        let mut warnings = Vec::new();
+        check_directory(&layout.config_dir, &mut warnings)?;
+        let init_path = layout.init_conf();
+        if !init_path.exists() {
+            bail!(
+                "init.conf not found in PROJECT_ROOT ({}): copy an example init.conf there and set API_URL and MODEL",
+                layout.config_dir.display()
+            );
+        }
+        let init_text = read_checked(&init_path, 64 << 10, &mut warnings)?;
+        let (conf, conf_warnings) = config::parse(&init_text)
+            .with_context(|| format!("cannot use {}", init_path.display()))?;
+        warnings.extend(conf_warnings);
+        if !conf.api_key.is_empty() {
+            let mode = fs::metadata(&init_path)?.permissions().mode();
+            if mode & 0o004 != 0 {
+                warnings.push(format!(
+                    "{} holds API_KEY and is readable by other users: chmod 600 {}",
+                    init_path.display(),
+                    init_path.display()
+                ));
+            }
+        }
+        let agent_md_path = find_agent_md(&layout.config_dir, &mut warnings)?;
+        let agent_md = read_checked(&agent_md_path, MAX_INSTRUCTION_FILE, &mut warnings)?;
+        let parsed = sysward_policy::parse_agent_md(&agent_md)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", agent_md_path.display()))?;
+        warnings.extend(parsed.warnings);
+        Ok(Project {
+            layout,
+            conf,
+            agent_md_path,
+            agent_md,
+            policy: parsed.block,
+            warnings,
+        })
+    }
+
+    /// The task files in run order (seed: `*.md` directly in the project except
+    /// agent.md, memoria.md, README.md; TASK_ORDER or lexicographic; symlinks out
+    /// of the project ignored with a warning).
+    pub fn tasks(&self, warnings: &mut Vec<String>) -> Result<Vec<TaskSpec>> {
+        let dir = &self.layout.config_dir;
+        let mut names = Vec::new();
+        for entry in fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let lower = name.to_ascii_lowercase();
+            if !lower.ends_with(".md")
+                || ["agent.md", "memoria.md", "readme.md"].contains(&lower.as_str())
+            {
+                continue;
+            }
+            let path = entry.path();
+            let meta = fs::symlink_metadata(&path)?;
+            if meta.file_type().is_symlink() {
+                match fs::canonicalize(&path) {
+                    Ok(real) if real.starts_with(dir) && real.is_file() => {}
+                    _ => {
+                        warnings.push(format!(
+                            "task {name} is a symlink out of the project: ignored"
+                        ));
+                        continue;
+                    }
+                }
+            } else if !meta.is_file() {
+                continue;
+            }
+            names.push(name);
+        }
+        names.sort();
+        let order = &self.policy.task_order;
+        if !order.is_empty() {
+            let mut ordered = Vec::new();
+            for wanted in order {
+                if let Some(pos) = names.iter().position(|n| n == wanted) {
+                    ordered.push(names.remove(pos));
+                } else {
+                    warnings.push(format!(
+                        "TASK_ORDER names {wanted}, which is not a task file here"
+                    ));
+                }
+            }
+            ordered.extend(names);
+            names = ordered;
+        }
+        let mut tasks = Vec::new();
+        for name in names {
+            let content = read_checked(&dir.join(&name), MAX_INSTRUCTION_FILE, warnings)?;
+            let sha256 = hex(&Sha256::digest(content.as_bytes()));
+            tasks.push(TaskSpec {
+                name,
+                content,
+                sha256,
+            });
+        }
+        Ok(tasks)
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The directory must not be world-writable or a shared sticky directory like
+/// /tmp: anyone could dictate what a root agent does.
+fn check_directory(dir: &Path, warnings: &mut Vec<String>) -> Result<()> {
+    let meta = fs::metadata(dir).with_context(|| format!("cannot stat {}", dir.display()))?;
+    let mode = meta.permissions().mode();
+    if mode & 0o1000 != 0 || dir == Path::new("/tmp") || dir == Path::new("/var/tmp") {
+        bail!(
+            "insecure project: {} is a shared directory like /tmp; use a private directory",
+            dir.display()
+        );
+    }
+    if mode & 0o002 != 0 {
+        bail!(
+            "insecure project: {} is writable by any user: chmod o-w {}",
+            dir.display(),
+            dir.display()
+        );
+    }
+    if mode & 0o020 != 0 {
+        warnings.push(format!("{} is group-writable", dir.display()));
+    }
+    if meta.uid() != nix::unistd::geteuid().as_raw() {
+        warnings.push(format!(
+            "{} belongs to uid {}, not to the user running sysward",
+            dir.display(),
+            meta.uid()
+        ));
+    }
+    Ok(())
+}
+
+/// agent.md, or a single variant differing only in case (with a warning).
+fn find_agent_md(dir: &Path, warnings: &mut Vec<String>) -> Result<PathBuf> {
+    let exact = dir.join("agent.md");
+    if fs::symlink_metadata(&exact).is_ok() {
+        return Ok(exact);
+    }
+    let mut variants = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if name.eq_ignore_ascii_case("agent.md") {
+            variants.push(name);
+        }
+    }
+    match variants.as_slice() {
+        [one] => {
+            warnings.push(format!("using {one} as agent.md"));
+            Ok(dir.join(one))
+        }
+        [] => bail!(
+            "ERROR: agent.md not found in PROJECT_ROOT ({}): create agent.md with the agent's rules and a ```policy block",
+            dir.display()
+        ),
+        many => bail!("several agent.md variants ({}): keep one", many.join(", ")),
+    }
+}
+
+/// Reads a configuration file as root without following a symlink, refusing a
+/// world-writable or oversized one.
+pub fn read_checked(path: &Path, max: u64, warnings: &mut Vec<String>) -> Result<String> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .with_context(|| format!("cannot open {} (symlinks are refused)", path.display()))?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        bail!("{} is not a regular file", path.display());
+    }
+    if meta.permissions().mode() & 0o002 != 0 {
+        bail!(
+            "insecure project: {} is writable by any user: chmod o-w {}",
+            path.display(),
+            path.display()
+        );
+    }
+    if meta.permissions().mode() & 0o020 != 0 {
+        warnings.push(format!("{} is group-writable", path.display()));
+    }
+    if meta.len() > max {
+        bail!("{} is larger than {} bytes", path.display(), max);
+    }
+    let mut text = String::new();
+    file.take(max + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("{} is not UTF-8 text", path.display()))?;
+    Ok(text)
+}
+
+/// The per-project lock: two sessions never run on one project.
+pub struct ProjectLock {
+    _file: File,
+}
+
+impl ProjectLock {
+    pub fn acquire(layout: &Layout) -> Result<ProjectLock> {
+        ensure_private_dir(&layout.agent_dir())?;
+        let path = layout.lock_file();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .with_context(|| format!("cannot open lock {}", path.display()))?;
+        match nix::fcntl::Flock::lock(
+            file.try_clone()?,
+            nix::fcntl::FlockArg::LockExclusiveNonblock,
+        ) {
+            Ok(lock) => {
+                // Keep the lock alive for the life of the session.
+                std::mem::forget(lock);
+            }
+            Err((_, _)) => {
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                bail!(
+                    "another sysward session is running on this project (pid {}); wait for it or stop it. The lock frees itself when that process dies",
+                    holder.trim()
+                );
+            }
+        }
+        file.set_len(0)?;
+        write!(file, "{}", std::process::id())?;
+        Ok(ProjectLock { _file: file })
+    }
+}
+
+/// Creates a root-only directory (0700), refusing a symlink in its place.
+pub fn ensure_private_dir(dir: &Path) -> Result<()> {
+    match fs::symlink_metadata(dir) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            bail!("{} is a symlink; refusing to use it", dir.display())
+        }
+        Ok(meta) if meta.is_dir() => {
+            if meta.permissions().mode() & 0o077 != 0 {
+                fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+            }
+            Ok(())
+        }
+        Ok(_) => bail!("{} exists and is not a directory", dir.display()),
+        Err(_) => {
+            fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+            Ok(())
+        }
+    }
+}
+
+/// Writes `bytes` to `path` atomically with mode 0600 (temp, fsync, rename,
+/// fsync of the directory).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().context("path has no parent")?;
+    let name = path
+        .file_name()
+        .context("path has no file name")?
+        .to_string_lossy();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))?;
+    File::open(dir)?.sync_all()?;
+    Ok(())
+}

@@ -1,0 +1,836 @@
+//! One session: the agent, its model gateway, and every request the agent
+//! makes, each decided, audited and answered here.
+
+use crate::action::{Ending, Runner};
+use crate::audit::Audit;
+use crate::gateway_link::GatewayLink;
+use crate::operator::Operator;
+use crate::project::{Layout, Project, ProjectLock};
+use crate::spawn::{self, Account};
+use crate::{sanitize, tools};
+use anyhow::{Context, Result};
+use serde_json::json;
+use std::collections::HashSet;
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use sysward_ipc::agent::{
+    agent_request_cap, AgentAnswer, AgentEvent, AgentRequest, ModelSettings, OperatorInput,
+    SessionMode, SessionSetup, StateFile, TaskOutcome, TaskStatus, ToolRequest, ToolResult,
+    ToolStatus, AGENT_ANSWER_MAX, AGENT_REQUEST_MAX, STATE_FILE_MAX,
+};
+use sysward_ipc::exec::FileChange;
+use sysward_ipc::model::{ModelFailure, ModelReply};
+use sysward_ipc::operator::{ApprovalDecision, ApprovalPrompt, SessionSummary};
+use sysward_ipc::{Channel, ChannelError, Message, BUILD_VERSION};
+
+/// How long a freshly started agent has to say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pending approvals one session may have open at once.
+pub const MAX_PENDING_APPROVALS: u32 = 3;
+/// What the agent writes to stderr is shown, sanitized, up to this much.
+const AGENT_STDERR_MAX: usize = 64 << 10;
+
+/// Exit codes of `sysward run`, so timers and scripts can act on the outcome.
+pub mod exit {
+    pub const DONE: i32 = 0;
+    pub const ERROR: i32 = 1;
+    pub const BLOCKED: i32 = 2;
+    pub const FAILED: i32 = 3;
+    pub const INCOMPLETE: i32 = 4;
+    pub const CANCELLED: i32 = 130;
+}
+
+/// When the broker process started (set first thing in `main`), so the audit
+/// can tell how long a session took to reach the agent's handshake.
+pub static PROCESS_START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
+/// What every session of one broker shares.
+pub struct BrokerContext {
+    pub layout: Layout,
+    pub audit: Arc<Audit>,
+    pub runner: Runner,
+    pub agent_path: PathBuf,
+    pub gateway_path: PathBuf,
+    pub hostname: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct SessionRequest {
+    pub mode: SessionMode,
+    pub dry_run: bool,
+    /// Who asked: `uid N` of the operator.
+    pub operator: String,
+}
+
+fn random_id() -> String {
+    let mut bytes = [0u8; 8];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        let _ = f.read_exact(&mut bytes);
+    }
+    crate::project::hex(&bytes)
+}
+
+/// Runs a whole session and returns its summary; never panics on agent input.
+pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) -> SessionSummary {
+    let started = Instant::now();
+    let id = random_id();
+    let mut summary = SessionSummary {
+        session_id: id.clone(),
+        outcomes: Vec::new(),
+        exit_code: exit::ERROR,
+        actions: 0,
+        denials: 0,
+        duration_ms: 0,
+        error: None,
+    };
+    let audit_start = ctx.audit.record(json!({
+        "event": "session_start", "session": id, "operator": req.operator,
+        "mode": match req.mode { SessionMode::Cli => "cli", SessionMode::Tasks { .. } => "tasks" },
+        "dry_run": req.dry_run,
+    }));
+    if let Err(e) = audit_start {
+        summary.error = Some(format!(
+            "cannot write the audit log, refusing to start: {e:#}"
+        ));
+        op.finished(&summary);
+        return summary;
+    }
+    let result = Session::start(ctx, &req, &id, op).and_then(|mut s| {
+        let _ = ctx.audit.record(json!({
+            "event": "session_ready", "session": id,
+            "agent_pid": s.agent.id(), "gateway_pid": s.gateway.pid,
+            "setup_ms": started.elapsed().as_secs_f64() * 1e3,
+            "since_start_ms": PROCESS_START.get().unwrap_or(&started).elapsed().as_secs_f64() * 1e3,
+        }));
+        let r = s.serve();
+        s.fill(&mut summary);
+        r
+    });
+    if let Err(e) = result {
+        summary.error = Some(format!("{e:#}"));
+    }
+    summary.duration_ms = started.elapsed().as_millis() as u64;
+    summary.exit_code = exit_code(&summary, op.cancel_token().is_cancelled());
+    let _ = ctx.audit.record(json!({
+        "event": "session_end", "session": id, "exit_code": summary.exit_code,
+        "actions": summary.actions, "denials": summary.denials,
+        "error": summary.error, "duration_ms": summary.duration_ms,
+        "tasks": summary.outcomes.iter().map(|o| json!({"task": o.name, "status": o.status.as_str(), "steps": o.steps})).collect::<Vec<_>>(),
+    }));
+    let _ = ctx.audit.anchor();
+    op.finished(&summary);
+    summary
+}
+
+fn exit_code(summary: &SessionSummary, cancelled: bool) -> i32 {
+    if cancelled {
+        return exit::CANCELLED;
+    }
+    if summary.error.is_some() {
+        return exit::ERROR;
+    }
+    let has = |s: TaskStatus| summary.outcomes.iter().any(|o| o.status == s);
+    if has(TaskStatus::Error) {
+        exit::ERROR
+    } else if has(TaskStatus::Failed) {
+        exit::FAILED
+    } else if has(TaskStatus::Incomplete) {
+        exit::INCOMPLETE
+    } else if has(TaskStatus::Blocked) {
+        exit::BLOCKED
+    } else {
+        exit::DONE
+    }
+}
+
+/// The agent's protocol state, as OpenSSH's monitor keeps it: which request
+/// kinds are legal now is decided from the header, before the body is decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AgentState {
+    AwaitHello,
+    Ready,
+    Closed,
+}
+
+struct Session<'a> {
+    ctx: &'a BrokerContext,
+    op: &'a dyn Operator,
+    id: String,
+    project: Project,
+    engine: sysward_policy::Engine,
+    mode: SessionMode,
+    dry_run: bool,
+    agent: Child,
+    chan: Channel,
+    gateway: GatewayLink,
+    state: AgentState,
+    tasks_expected: Vec<String>,
+    outcomes: Vec<TaskOutcome>,
+    actions: u32,
+    denials: u32,
+    pending: u32,
+    session_allowed: HashSet<String>,
+    /// Requests of the current task that needed a person who was not there: the
+    /// task cannot end DONE, whatever the model claims.
+    pending_in_task: Vec<String>,
+    _lock: ProjectLock,
+}
+
+impl<'a> Session<'a> {
+    fn start(
+        ctx: &'a BrokerContext,
+        req: &SessionRequest,
+        id: &str,
+        op: &'a dyn Operator,
+    ) -> Result<Session<'a>> {
+        let lock = ProjectLock::acquire(&ctx.layout)?;
+        let project = Project::load(ctx.layout.clone())?;
+        let mut warnings = project.warnings.clone();
+        let tasks = match req.mode {
+            SessionMode::Tasks { .. } => project.tasks(&mut warnings)?,
+            SessionMode::Cli => Vec::new(),
+        };
+        for w in &warnings {
+            op.event(&AgentEvent::Warning(w.clone()));
+        }
+        let agent_account = spawn::account(&project.conf.agent_user)?;
+        let model_account = spawn::account(&project.conf.model_user)?;
+        let engine = crate::decide::engine(ctx, &project)?;
+        let gateway = GatewayLink::start(&ctx.gateway_path, &project.conf, &model_account)
+            .context("cannot start the model gateway")?;
+        let (chan, agent) = start_agent(ctx, &agent_account)?;
+        let banner = format!(
+            "sysward {BUILD_VERSION} — session {id}\nModel: {}\nMode: {}\nProject: {}\nHost: {}",
+            project.conf.model,
+            project.policy.execution_mode.as_str(),
+            project.layout.config_dir.display(),
+            ctx.hostname
+        );
+        op.session_started(id, &banner);
+        let setup = SessionSetup {
+            session_id: id.to_string(),
+            mode: req.mode.clone(),
+            instructions: project.agent_md.clone(),
+            policy_text: project.policy.render(),
+            execution_mode: project.policy.execution_mode.as_str().to_string(),
+            max_steps: project.policy.max_steps,
+            dry_run: req.dry_run,
+            hostname: ctx.hostname.clone(),
+            project_display: project.layout.config_dir.display().to_string(),
+            model: ModelSettings {
+                model: project.conf.model.clone(),
+                context_size: project.conf.context_size,
+                request_timeout_secs: project.conf.request_timeout_secs,
+                tool_calling: project.conf.tool_calling,
+                api_display: format!(
+                    "{} (key {})",
+                    project.conf.api_url.raw,
+                    project.conf.masked_key()
+                ),
+            },
+            tasks,
+            warnings,
+        };
+        let tasks_expected = setup.tasks.iter().map(|t| t.name.clone()).collect();
+        let mut session = Session {
+            ctx,
+            op,
+            id: id.to_string(),
+            project,
+            engine,
+            mode: req.mode.clone(),
+            dry_run: req.dry_run,
+            agent,
+            chan,
+            gateway,
+            state: AgentState::AwaitHello,
+            tasks_expected,
+            outcomes: Vec::new(),
+            actions: 0,
+            denials: 0,
+            pending: 0,
+            session_allowed: HashSet::new(),
+            pending_in_task: Vec::new(),
+            _lock: lock,
+        };
+        session.handshake(setup)?;
+        Ok(session)
+    }
+
+    fn handshake(&mut self, setup: SessionSetup) -> Result<()> {
+        if !self.chan.wait_readable(HELLO_TIMEOUT.as_millis() as i32)? {
+            anyhow::bail!(
+                "the agent did not say hello within {}s",
+                HELLO_TIMEOUT.as_secs()
+            );
+        }
+        match self.recv()? {
+            AgentRequest::Hello { build } if build == BUILD_VERSION => {}
+            AgentRequest::Hello { build } => {
+                let reason = format!(
+                    "version mismatch: agent {build}, broker {BUILD_VERSION}; reinstall sysward so all binaries match"
+                );
+                let _ = self.chan.send(&AgentAnswer::Goodbye {
+                    reason: reason.clone(),
+                });
+                anyhow::bail!(reason);
+            }
+            _ => anyhow::bail!("the agent did not open with hello"),
+        }
+        self.state = AgentState::Ready;
+        self.chan.send(&AgentAnswer::Welcome(Box::new(setup)))?;
+        Ok(())
+    }
+
+    /// Receives one request, checking legality and size from the header first.
+    fn recv(&mut self) -> Result<AgentRequest, ChannelError> {
+        let state = self.state;
+        self.chan.recv_checked::<AgentRequest>(|header| {
+            let name = AgentRequest::kind_name(header.kind).unwrap_or("unknown");
+            let legal = match state {
+                AgentState::AwaitHello => header.kind == 1,
+                AgentState::Ready => header.kind != 1,
+                AgentState::Closed => false,
+            };
+            if !legal {
+                return Err(ChannelError::Illegal {
+                    kind: name.to_string(),
+                    state: format!("in state {state:?}"),
+                });
+            }
+            Ok(agent_request_cap(header.kind))
+        })
+    }
+
+    fn answer(&mut self, answer: AgentAnswer) -> Result<()> {
+        self.chan.send(&answer).context("cannot answer the agent")
+    }
+
+    /// The request loop. Returns when the agent shuts down, dies, or misbehaves.
+    fn serve(&mut self) -> Result<()> {
+        loop {
+            let request = match self.recv() {
+                Ok(r) => r,
+                Err(e) => return Err(self.agent_lost(e)),
+            };
+            match request {
+                AgentRequest::Hello { .. } => unreachable_state(),
+                AgentRequest::NextInput => {
+                    let input = self.next_input();
+                    self.answer(AgentAnswer::Input(input))?;
+                }
+                AgentRequest::Model(model) => {
+                    let reply = self.model(model);
+                    let lost = matches!(
+                        &reply,
+                        ModelReply::Failed {
+                            kind: ModelFailure::GatewayLost,
+                            ..
+                        }
+                    );
+                    let message = match &reply {
+                        ModelReply::Failed { message, .. } => message.clone(),
+                        _ => String::new(),
+                    };
+                    self.answer(AgentAnswer::Model(reply))?;
+                    if lost {
+                        anyhow::bail!("the model gateway failed: {message}");
+                    }
+                }
+                AgentRequest::Tool(tool) => {
+                    let result = self.tool(tool);
+                    self.answer(AgentAnswer::Tool(result))?;
+                }
+                AgentRequest::LoadState(file) => {
+                    let content = self.load_state(file);
+                    self.answer(AgentAnswer::State(content))?;
+                }
+                AgentRequest::SaveState { file, content } => {
+                    self.save_state(file, &content)?;
+                    self.answer(AgentAnswer::Ack)?;
+                }
+                AgentRequest::Event(event) => {
+                    if let AgentEvent::Usage {
+                        prompt_tokens,
+                        completion_tokens,
+                    } = &event
+                    {
+                        let _ = self.ctx.audit.record(json!({"event": "model_usage", "session": self.id, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}));
+                    }
+                    self.op.event(&event);
+                    self.answer(AgentAnswer::Ack)?;
+                }
+                AgentRequest::TaskFinished(mut outcome) => {
+                    if !self.pending_in_task.is_empty() && outcome.status == TaskStatus::Done {
+                        outcome.status = TaskStatus::Blocked;
+                        outcome.summary = format!(
+                            "approval required: {}\n{}",
+                            self.pending_in_task.join("; "),
+                            outcome.summary
+                        );
+                    }
+                    self.pending_in_task.clear();
+                    self.ctx.audit.record(json!({
+                        "event": "task_end", "session": self.id, "task": outcome.name,
+                        "sha256": outcome.sha256, "status": outcome.status.as_str(),
+                        "steps": outcome.steps, "conflicts": outcome.conflicts,
+                    }))?;
+                    self.outcomes.push(outcome);
+                    self.answer(AgentAnswer::Ack)?;
+                }
+                AgentRequest::Shutdown { reason } => {
+                    self.state = AgentState::Closed;
+                    let _ = self.chan.send(&AgentAnswer::Goodbye {
+                        reason: "bye".to_string(),
+                    });
+                    if !reason.is_empty() && reason != "done" {
+                        self.op
+                            .event(&AgentEvent::Info(format!("agent finished: {reason}")));
+                    }
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Turns a receive failure into the session's ending, audited.
+    fn agent_lost(&mut self, e: ChannelError) -> anyhow::Error {
+        let status = self.agent.try_wait().ok().flatten();
+        let what = match (&e, status) {
+            (e, Some(st)) if e.is_disconnect() => format!("the agent exited unexpectedly ({st})"),
+            (e, None) if e.is_disconnect() => "the agent closed its channel".to_string(),
+            (ChannelError::Illegal { .. }, _) => {
+                format!("the agent sent a request out of turn: {e}")
+            }
+            _ => format!("the agent sent an invalid frame: {e}"),
+        };
+        let _ = self
+            .ctx
+            .audit
+            .record(json!({"event": "session_error", "session": self.id, "error": what}));
+        anyhow::anyhow!(what)
+    }
+
+    fn next_input(&mut self) -> OperatorInput {
+        loop {
+            self.op.cancel_token().reset();
+            match self.op.next_input() {
+                None => return OperatorInput::End,
+                Some(line) if line.trim() == "/secrets" => {
+                    self.op
+                        .event(&AgentEvent::Info(crate::secrets::describe_session_secrets()));
+                }
+                Some(line) => return OperatorInput::Line(line),
+            }
+        }
+    }
+
+    fn model(&mut self, model: sysward_ipc::model::ModelRequest) -> ModelReply {
+        if let Err(why) = model.check() {
+            let _ = self
+                .ctx
+                .audit
+                .record(json!({"event": "model_refused", "session": self.id, "reason": why}));
+            return ModelReply::Failed {
+                kind: ModelFailure::Refused,
+                message: why,
+            };
+        }
+        let cancel = self.op.cancel_token().clone();
+        let reply = self.gateway.forward(model, &cancel);
+        if let ModelReply::Failed {
+            kind: ModelFailure::Refused,
+            message,
+        } = &reply
+        {
+            let _ = self
+                .ctx
+                .audit
+                .record(json!({"event": "model_refused", "session": self.id, "reason": message}));
+        }
+        if cancel.is_cancelled() {
+            return ModelReply::Failed {
+                kind: ModelFailure::Cancelled,
+                message: "cancelled by the operator".to_string(),
+            };
+        }
+        reply
+    }
+
+    fn state_path(&self, file: StateFile) -> PathBuf {
+        self.ctx.layout.state_dir.join(file.file_name())
+    }
+
+    fn load_state(&self, file: StateFile) -> Option<Vec<u8>> {
+        let path = self.state_path(file);
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .ok()?;
+        let mut buf = Vec::new();
+        f.take(STATE_FILE_MAX as u64).read_to_end(&mut buf).ok()?;
+        Some(buf)
+    }
+
+    fn save_state(&self, file: StateFile, content: &[u8]) -> Result<()> {
+        if content.len() > STATE_FILE_MAX {
+            anyhow::bail!(
+                "the agent tried to save {} bytes of {}",
+                content.len(),
+                file.file_name()
+            );
+        }
+        crate::project::write_atomic(&self.state_path(file), content)
+    }
+
+    fn fill(&self, summary: &mut SessionSummary) {
+        summary.outcomes = self.outcomes.clone();
+        // A task the agent never reported did not complete.
+        for name in &self.tasks_expected {
+            if !summary.outcomes.iter().any(|o| &o.name == name)
+                && matches!(self.mode, SessionMode::Tasks { .. })
+            {
+                summary.outcomes.push(TaskOutcome {
+                    name: name.clone(),
+                    sha256: String::new(),
+                    status: TaskStatus::Incomplete,
+                    summary: "not reached".to_string(),
+                    steps: 0,
+                    conflicts: Vec::new(),
+                });
+            }
+        }
+        summary.actions = self.actions;
+        summary.denials = self.denials;
+    }
+
+    /// A tool request: decode, decide, maybe ask, run confined, audit, answer.
+    fn tool(&mut self, req: ToolRequest) -> ToolResult {
+        let started = Instant::now();
+        let call_id = sanitize::one_line(&req.call_id, 64);
+        let default_cwd = self.ctx.layout.state_dir.clone();
+        let planned = crate::decide::plan(&req, &default_cwd);
+        let (plan, decision) = match planned {
+            Ok(plan) => {
+                let decision = crate::decide::decide(&self.engine, &plan);
+                (plan, decision)
+            }
+            Err(message) => {
+                let _ = self.ctx.audit.record(json!({"event": "tool_refused", "session": self.id, "tool": sanitize::one_line(&req.tool, 64), "error": message}));
+                return ToolResult::refused(&call_id, ToolStatus::Error, message);
+            }
+        };
+        let mut record = json!({
+            "event": "tool", "session": self.id, "tool": plan.tool_name(),
+            "request": plan.display(), "category": decision.category.as_str(),
+            "risk": decision.risk.as_str(), "decision": decision.verdict.as_str(),
+            "source": decision.source, "reason": decision.reason,
+            "profile": decision.profile.as_ref().map(|p| p.to_string()),
+        });
+        let approved_by = match decision.verdict.as_str() {
+            "deny" => {
+                self.denials += 1;
+                let _ = self.ctx.audit.record(record);
+                return ToolResult::refused(
+                    &call_id,
+                    ToolStatus::Denied,
+                    format!("denied by policy: {}. Do not try to work around this; choose another approach or report the blocker.", decision.reason),
+                );
+            }
+            "ask" => {
+                let normalized = decision.normalized.clone();
+                if self.session_allowed.contains(&normalized) {
+                    "operator (allowed for this session)".to_string()
+                } else {
+                    match self.ask(&plan, &decision) {
+                        Ok(who) => who,
+                        Err(result) => {
+                            record["decision"] = json!(result.status.as_str());
+                            let _ = self.ctx.audit.record(record);
+                            let mut r = *result;
+                            r.call_id = call_id;
+                            return r;
+                        }
+                    }
+                }
+            }
+            _ => "policy".to_string(),
+        };
+        record["approved_by"] = json!(approved_by);
+        let result = if self.dry_run && !crate::decide::runs_in_dry_run(decision.category) {
+            ToolResult::refused(
+                &call_id,
+                ToolStatus::Ok,
+                format!(
+                    "dry run: would run `{}` with profile {}",
+                    plan.display(),
+                    decision
+                        .profile
+                        .as_ref()
+                        .map(|p| p.to_string())
+                        .unwrap_or_default()
+                ),
+            )
+        } else {
+            self.actions += 1;
+            let (result, change) = self.execute(&call_id, &plan, &decision);
+            if let Some(c) = change {
+                record["change"] = json!({"path": c.path, "diff": c.diff, "backup": c.backup, "rollback": c.rollback});
+            }
+            result
+        };
+        record["status"] = json!(result.status.as_str());
+        record["exit_code"] = json!(result.exit_code);
+        record["signal"] = json!(result.signal);
+        record["duration_ms"] = json!(started.elapsed().as_millis() as u64);
+        record["bytes_out"] =
+            json!(result.stdout.len() + result.stderr.len() + result.message.len());
+        if let Err(e) = self.ctx.audit.record(record) {
+            return ToolResult::refused(
+                &call_id,
+                ToolStatus::Error,
+                format!("the action ran but the audit log failed: {e}"),
+            );
+        }
+        result
+    }
+
+    /// Asks the operator; `Err` carries the result to return instead of running.
+    fn ask(
+        &mut self,
+        plan: &crate::decide::Plan,
+        decision: &crate::decide::Verdict,
+    ) -> Result<String, Box<ToolResult>> {
+        if self.pending >= MAX_PENDING_APPROVALS {
+            self.denials += 1;
+            return Err(Box::new(ToolResult::refused(
+                "",
+                ToolStatus::Denied,
+                "denied: too many approvals pending in this session",
+            )));
+        }
+        let prompt = ApprovalPrompt {
+            id: format!(
+                "{}-{}",
+                &self.id[..8.min(self.id.len())],
+                self.actions + self.denials + 1
+            ),
+            mode: self.project.policy.execution_mode.as_str().to_string(),
+            host: self.ctx.hostname.clone(),
+            category: decision.category.as_str().to_string(),
+            risk: decision.risk.as_str().to_string(),
+            command: sanitize::one_line(&decision.normalized, 2000),
+            profile: decision
+                .profile
+                .as_ref()
+                .map(|p| p.to_string())
+                .unwrap_or_default(),
+            reason: sanitize::one_line(plan.reason(), 500),
+        };
+        self.pending += 1;
+        let answer = self.op.approve(&prompt);
+        self.pending -= 1;
+        if answer.is_none() {
+            self.pending_in_task.push(prompt.command.clone());
+        }
+        match answer {
+            None => Err(Box::new(ToolResult::refused(
+                "",
+                ToolStatus::PendingApproval,
+                format!("approval required: {} — no operator is attached; end the task as BLOCKED and say so", prompt.command),
+            ))),
+            Some((ApprovalDecision::AllowOnce, _)) => Ok("operator (once)".to_string()),
+            Some((ApprovalDecision::AllowSession { confirmed: true }, _)) => {
+                self.session_allowed.insert(decision.normalized.clone());
+                Ok("operator (for this session)".to_string())
+            }
+            Some((ApprovalDecision::AllowSession { confirmed: false }, _)) | Some((ApprovalDecision::Deny, _)) => {
+                self.denials += 1;
+                let note = match answer {
+                    Some((_, note)) if !note.is_empty() => format!(": {}", sanitize::one_line(&note, 500)),
+                    _ => String::new(),
+                };
+                Err(Box::new(ToolResult::refused("", ToolStatus::Denied, format!("denied by the operator{note}"))))
+            }
+        }
+    }
+
+    /// Runs an allowed action; also returns the file change to audit, if any.
+    fn execute(
+        &mut self,
+        call_id: &str,
+        plan: &crate::decide::Plan,
+        decision: &crate::decide::Verdict,
+    ) -> (ToolResult, Option<FileChange>) {
+        let refused = |status, msg: String| (ToolResult::refused(call_id, status, msg), None);
+        let Some(mut profile) = decision.profile.clone() else {
+            return refused(
+                ToolStatus::Denied,
+                "denied: the decision carries no confinement profile".to_string(),
+            );
+        };
+        if let Some(t) = plan.timeout_secs() {
+            profile.timeout_secs = t.min(tools::MAX_TIMEOUT_SECS) as u32;
+        }
+        let action_id = format!("{}-{}", self.id, self.actions);
+        let cgroup = self.ctx.runner.cgroup_for(&format!("a{action_id}"));
+        let backup = self.project.policy.backup_before_system_edit
+            && plan.touches_outside(&self.ctx.layout.config_dir);
+        let spec = match plan.exec_spec(
+            self.actions as u64,
+            profile.clone(),
+            self.ctx.runner.netns_path(),
+            cgroup.as_ref().map(|c| c.dir().display().to_string()),
+            backup,
+        ) {
+            Ok(s) => s,
+            Err(message) => return refused(ToolStatus::Error, message),
+        };
+        if let Err(e) = crate::action::ensure_tmp(&self.ctx.runner.tmp_dir) {
+            return refused(
+                ToolStatus::Error,
+                format!(
+                    "cannot prepare {}: {e:#}",
+                    self.ctx.runner.tmp_dir.display()
+                ),
+            );
+        }
+        let timeout = Duration::from_secs(u64::from(profile.timeout_secs.max(1)));
+        let cancel = self.op.cancel_token().clone();
+        let outcome =
+            match self
+                .ctx
+                .runner
+                .run(&spec, cgroup.as_ref(), timeout, &cancel, &action_id)
+            {
+                Ok(o) => o,
+                Err(e) => {
+                    return refused(ToolStatus::Error, format!("cannot run the action: {e:#}"))
+                }
+            };
+        drop(cgroup);
+        let mut result = ToolResult::refused(call_id, ToolStatus::Ok, String::new());
+        result.duration_ms = outcome.duration.as_millis() as u64;
+        result.stdout = outcome.stdout.text;
+        result.stderr = outcome.stderr.text;
+        result.saved_output = outcome
+            .stdout
+            .saved
+            .or(outcome.stderr.saved)
+            .map(|p| p.display().to_string());
+        let mut notes: Vec<String> = [outcome.stdout.note, outcome.stderr.note]
+            .into_iter()
+            .flatten()
+            .collect();
+        let mut change = None;
+        match outcome.ending {
+            Ending::Exited(code) => {
+                result.exit_code = Some(code);
+                result.status = if code == 0 {
+                    ToolStatus::Ok
+                } else {
+                    ToolStatus::Error
+                };
+            }
+            Ending::Signaled(sig) => {
+                result.signal = Some(sig);
+                result.status = ToolStatus::Error;
+            }
+            Ending::TimedOut => {
+                result.status = ToolStatus::Timeout;
+                notes.push(format!(
+                    "killed after the {}s timeout, with every process it started",
+                    timeout.as_secs()
+                ));
+            }
+            Ending::Cancelled => {
+                result.status = ToolStatus::Cancelled;
+                notes.push("cancelled by the operator".to_string());
+            }
+            Ending::NotRun => {
+                result.status = ToolStatus::Error;
+                notes.push(outcome.error.unwrap_or_default());
+            }
+            Ending::FileOp => match outcome.file_result {
+                Some(Ok((text, c))) => {
+                    result.message = text;
+                    change = c;
+                }
+                Some(Err(text)) => {
+                    result.status = ToolStatus::Error;
+                    result.message = text;
+                }
+                None => result.status = ToolStatus::Error,
+            },
+        }
+        if !notes.is_empty() {
+            if !result.message.is_empty() {
+                result.message.push('\n');
+            }
+            result.message.push_str(&notes.join("\n"));
+        }
+        (result, change)
+    }
+}
+
+fn unreachable_state() {
+    // recv() refuses Hello after the handshake; nothing to do here.
+}
+
+/// Starts the agent with a fresh channel, as root, so that it confines itself
+/// (uid, namespaces, Landlock, seccomp) before reading anything.
+fn start_agent(ctx: &BrokerContext, account: &Account) -> Result<(Channel, Child)> {
+    let (ours, theirs) = Channel::pair()?;
+    ours.force_send_buffer(AGENT_ANSWER_MAX)?;
+    theirs.force_send_buffer(AGENT_REQUEST_MAX)?;
+    let args = vec![
+        "--uid".to_string(),
+        account.uid.to_string(),
+        "--gid".to_string(),
+        account.gid.to_string(),
+    ];
+    let mut child = spawn::spawn_with_channel(
+        &ctx.agent_path,
+        &args,
+        theirs.into_fd(),
+        Stdio::null(),
+        Stdio::piped(),
+    )?;
+    if let Some(stderr) = child.stderr.take() {
+        std::thread::Builder::new()
+            .name("agent-stderr".to_string())
+            .spawn(move || relay_agent_stderr(stderr))
+            .context("cannot start the agent stderr relay")?;
+    }
+    Ok((ours, child))
+}
+
+/// The agent's stderr reaches the broker's stderr sanitized and capped.
+fn relay_agent_stderr(stderr: std::process::ChildStderr) {
+    use std::io::BufRead;
+    let mut shown = 0usize;
+    for line in std::io::BufReader::new(stderr.take(AGENT_STDERR_MAX as u64 * 4)).lines() {
+        let Ok(line) = line else { break };
+        if shown < AGENT_STDERR_MAX {
+            shown += line.len();
+            eprintln!("agent: {}", sanitize::one_line(&line, 1000));
+        }
+    }
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        // The agent has no reason to outlive its session.
+        let _ = self.agent.kill();
+        let _ = self.agent.wait();
+    }
+}
+
+pub fn default_cwd(layout: &Layout) -> &Path {
+    &layout.state_dir
+}

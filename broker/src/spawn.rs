@@ -1,0 +1,145 @@
+//! Starting sysward's child processes: the agent, the model gateway and the
+//! executor, each with its channel on fd 3, an empty environment and nothing
+//! else inherited.
+
+use anyhow::{bail, Context, Result};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use sysward_ipc::exec::EXEC_CHANNEL_FD;
+
+/// The fd an executor finds the broker's empty network namespace on.
+pub const EXTRA_FD: i32 = 4;
+
+/// The directory holding sysward's binaries: the one the broker runs from.
+pub fn binary_dir() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find the broker's own binary")?;
+    Ok(exe
+        .parent()
+        .context("the broker binary has no directory")?
+        .to_path_buf())
+}
+
+/// Path of a sibling binary, checked to exist and to be root-owned and not
+/// writable by others (the broker execs it as root).
+pub fn sibling(name: &str) -> Result<PathBuf> {
+    checked(&binary_dir()?, name)
+}
+
+/// `dir/name`, checked like [`sibling`].
+pub fn checked(dir: &Path, name: &str) -> Result<PathBuf> {
+    let path = dir.join(name);
+    check_binary(&path)?;
+    Ok(path)
+}
+
+pub fn check_binary(path: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).with_context(|| {
+        format!(
+            "{} is missing: install all sysward binaries side by side",
+            path.display()
+        )
+    })?;
+    if meta.mode() & 0o022 != 0 {
+        bail!(
+            "{} is writable by group or others: chmod go-w {}",
+            path.display(),
+            path.display()
+        );
+    }
+    if nix::unistd::geteuid().is_root() && meta.uid() != 0 {
+        bail!(
+            "{} is not owned by root: chown root {}",
+            path.display(),
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// A user account resolved by name.
+#[derive(Debug, Clone)]
+pub struct Account {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+pub fn account(name: &str) -> Result<Account> {
+    let user = nix::unistd::User::from_name(name)
+        .with_context(|| format!("cannot look up user {name}"))?
+        .with_context(|| {
+            format!(
+                "user {name} does not exist: create it with `useradd --system --no-create-home --shell /usr/sbin/nologin {name}` (or run `sysward doctor`)"
+            )
+        })?;
+    if user.uid.is_root() {
+        bail!("user {name} has uid 0; the agent and the gateway must not run as root");
+    }
+    Ok(Account {
+        name: name.to_string(),
+        uid: user.uid.as_raw(),
+        gid: user.gid.as_raw(),
+    })
+}
+
+/// Spawns `program args…` with `channel` as fd 3, an empty environment,
+/// stdin from /dev/null and the given stdout/stderr.
+pub fn spawn_with_channel(
+    program: &Path,
+    args: &[String],
+    channel: OwnedFd,
+    stdout: Stdio,
+    stderr: Stdio,
+) -> Result<Child> {
+    spawn_with_fds(program, args, channel, None, stdout, stderr)
+}
+
+/// Like [`spawn_with_channel`], also passing `extra` as fd 4.
+pub fn spawn_with_fds(
+    program: &Path,
+    args: &[String],
+    channel: OwnedFd,
+    extra: Option<BorrowedFd<'_>>,
+    stdout: Stdio,
+    stderr: Stdio,
+) -> Result<Child> {
+    let fd = channel.as_raw_fd();
+    let extra_fd = extra.map(|e| e.as_raw_fd());
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr);
+    // SAFETY: the closure runs between fork and exec in the child and calls only
+    // async-signal-safe functions (dup2, fcntl) on fds it owns.
+    unsafe {
+        cmd.pre_exec(move || {
+            if fd == EXEC_CHANNEL_FD {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(fd, EXEC_CHANNEL_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(extra) = extra_fd {
+                // dup2 clears close-on-exec on the copy; the original stays.
+                if extra == EXTRA_FD || extra == EXEC_CHANNEL_FD || libc::dup2(extra, EXTRA_FD) < 0
+                {
+                    return Err(std::io::Error::from_raw_os_error(libc::EBADF));
+                }
+            }
+            Ok(())
+        });
+    }
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start {}", program.display()))?;
+    drop(channel);
+    Ok(child)
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: `sudo bash scripts/test.sh`.
+# Installs what the tests need, checks formatting and lints, builds every
+# binary, then runs every test — the root-only ones included (they create the
+# sysward users and group, run the real broker/agent/gateway/executor tree and
+# attack the kernel confinement for real).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "scripts/test.sh: run as root (sudo bash scripts/test.sh): the end-to-end tests create users and run the real broker" >&2
+  exit 1
+fi
+
+echo "== system packages"
+export DEBIAN_FRONTEND=noninteractive
+if command -v apt-get >/dev/null 2>&1; then
+  apt-get update -q
+  # iproute2: ip; passwd: useradd/groupadd; util-linux: setpriv; procps: ps/pkill;
+  # python3 + curl + iputils-ping + netcat: programs the attack tests try;
+  # bubblewrap: the executor benchmark's comparison; strace: debugging aid.
+  apt-get install -y -q --no-install-recommends \
+    iproute2 passwd util-linux procps python3 curl iputils-ping netcat-openbsd \
+    bubblewrap ca-certificates coreutils findutils gawk tmux >/dev/null
+fi
+
+export CARGO_TERM_COLOR=never
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== build"
+cargo build --workspace --bins
+echo "== tests"
+# Property tests run their bounded CI case counts (see each test).
+cargo test --workspace -- --test-threads=2
+echo "== all tests passed"

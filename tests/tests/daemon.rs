@@ -1,0 +1,282 @@
+//! The daemon (`sysward broker`) and its control socket: who may connect, and
+//! that it keeps serving after an agent or gateway is killed mid-request.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use sysward_tests::*;
+
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    fn start(project: &TestProject, tag: &str) -> Daemon {
+        let dir = PathBuf::from(format!("/run/sysward-test-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let socket = dir.join("control.sock");
+        let child = Command::new(sysward())
+            .args([
+                "broker",
+                "--root",
+                project.dir.to_str().unwrap(),
+                "--socket",
+                socket.to_str().unwrap(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        wait_for(Duration::from_secs(15), "the control socket", || {
+            socket.exists().then_some(())
+        });
+        Daemon { child, socket }
+    }
+
+    fn client(&self, extra: &[&str]) -> Command {
+        let mut c = Command::new(sysward());
+        c.args(["run", "--socket", self.socket.to_str().unwrap(), "--json"])
+            .args(extra);
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(dir) = self.socket.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn add_user(name: &str, groups: &[&str]) {
+    let mut cmd = Command::new("useradd");
+    cmd.args([
+        "--system",
+        "--no-create-home",
+        "--shell",
+        "/usr/sbin/nologin",
+    ]);
+    if !groups.is_empty() {
+        cmd.args(["-G", &groups.join(",")]);
+    }
+    let _ = cmd
+        .arg(name)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Runs `command` as `user` with that user's groups.
+fn as_user(user: &str, mut command: Command) -> Command {
+    let prog = command.get_program().to_owned();
+    let args: Vec<_> = command.get_args().map(|a| a.to_owned()).collect();
+    let mut c = Command::new("setpriv");
+    c.args([
+        &format!("--reuid={user}"),
+        &format!("--regid={user}"),
+        "--init-groups",
+        "--",
+    ]);
+    c.arg(prog).args(args);
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn done_scenario(n: usize) -> String {
+    let step = r#"{"content":"Done.\nTASK_STATUS: DONE"}"#;
+    format!(r#"{{"steps":[{}]}}"#, vec![step; n].join(","))
+}
+
+#[test]
+fn operators_in_the_group_are_served_and_others_refused() {
+    if !require_root("operators_in_the_group_are_served") {
+        return;
+    }
+    ensure_accounts();
+    add_user("sysward-test-op", &["sysward"]);
+    add_user("sysward-test-out", &[]);
+    let server = scenario(&done_scenario(4));
+    let p = TestProject::new("daemon-peers");
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=guarded")
+        .write("01-t.md", "# T\nSay done.\n");
+    let mut d = Daemon::start(&p, "peers");
+    let meta = std::fs::metadata(&d.socket).unwrap();
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+    assert_eq!(
+        std::fs::metadata(d.socket.parent().unwrap())
+            .unwrap()
+            .mode()
+            & 0o7777,
+        0o750
+    );
+
+    let out = wait_output(
+        d.client(&["--rerun"]).spawn().unwrap(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(0), "root: {}", describe(&out));
+
+    let out = wait_output(
+        as_user("sysward-test-op", d.client(&["--rerun"]))
+            .spawn()
+            .unwrap(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "member of sysward: {}",
+        describe(&out)
+    );
+
+    let out = wait_output(
+        as_user("sysward-test-out", d.client(&["--rerun"]))
+            .spawn()
+            .unwrap(),
+        Duration::from_secs(60),
+    );
+    assert_ne!(
+        out.status.code(),
+        Some(0),
+        "non-member was served: {}",
+        describe(&out)
+    );
+    assert!(
+        describe(&out).contains("cannot connect"),
+        "{}",
+        describe(&out)
+    );
+
+    // The agent's own user is refused by the broker even if it could connect.
+    let out = wait_output(
+        as_user("sysward-agent", d.client(&[])).spawn().unwrap(),
+        Duration::from_secs(30),
+    );
+    assert_ne!(
+        out.status.code(),
+        Some(0),
+        "agent user was served: {}",
+        describe(&out)
+    );
+    assert!(d.alive());
+}
+
+#[test]
+fn an_action_cannot_act_as_an_operator() {
+    if !require_root("an_action_cannot_act_as_an_operator") {
+        return;
+    }
+    ensure_accounts();
+    let p = TestProject::new("daemon-descendant");
+    let socket_dir = format!("/run/sysward-test-desc-{}", std::process::id());
+    let nested = format!(
+        "{} run --socket {socket_dir}/control.sock --json; echo nested-exit=$?",
+        sysward().display()
+    );
+    let server = scenario(&format!(
+        r#"{{"steps":[
+          {{"tool_calls":[{{"name":"shell","arguments":{{"command":{}}}}}]}},
+          {{"content":"Done.\nTASK_STATUS: DONE"}}
+        ]}}"#,
+        serde_json::to_string(&nested).unwrap()
+    ));
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=unrestricted\nAPPROVAL_MODE=permissive\nALLOW_OUTSIDE_PROJECT_READ=true")
+        .write("01-t.md", "# T\nRun it.\n");
+    let d = Daemon::start(&p, "desc");
+    assert_eq!(d.socket.parent().unwrap(), Path::new(&socket_dir));
+    let out = wait_output(
+        d.client(&["--rerun"]).spawn().unwrap(),
+        Duration::from_secs(90),
+    );
+    let audit = audit_records(&p);
+    let refused: Vec<_> = audit
+        .iter()
+        .filter(|r| r["event"]["event"] == "operator_refused")
+        .collect();
+    assert_eq!(
+        refused.len(),
+        1,
+        "the nested client was not refused: {}\n{audit:#?}",
+        describe(&out)
+    );
+    let reason = refused[0]["event"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("descends from the broker") || reason.contains("cgroup"),
+        "{reason}"
+    );
+    let chats = server.chat_requests();
+    assert!(
+        chats.len() >= 2 && chats[1].contains("nested-exit=1"),
+        "the nested client did not fail"
+    );
+}
+
+#[test]
+fn the_daemon_survives_a_killed_agent_or_gateway() {
+    if !require_root("the_daemon_survives_a_killed_agent_or_gateway") {
+        return;
+    }
+    ensure_accounts();
+    for victim in ["sysward-agent", "sysward-gateway"] {
+        let server = scenario(
+            r#"{"steps":[{"delay_ms":4000,"content":"late\nTASK_STATUS: DONE"},{"content":"Done.\nTASK_STATUS: DONE"},{"content":"Done.\nTASK_STATUS: DONE"}]}"#,
+        );
+        let p = TestProject::new(&format!("daemon-kill-{victim}"));
+        p.init_conf(&server, "")
+            .agent_md("EXECUTION_MODE=guarded")
+            .write("01-t.md", "# T\nSay done.\n");
+        let mut d = Daemon::start(&p, &format!("kill-{victim}"));
+        let client = d.client(&["--rerun"]).spawn().unwrap();
+        server.wait_for_requests(1, Duration::from_secs(20));
+        let broker = d.child.id();
+        let pid = wait_for(Duration::from_secs(10), victim, || {
+            children_named(broker, victim).pop()
+        });
+        Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap();
+        let out = wait_output(client, Duration::from_secs(60));
+        assert_eq!(out.status.code(), Some(1), "{victim}: {}", describe(&out));
+        let text = describe(&out);
+        let expected = if victim == "sysward-agent" {
+            "agent"
+        } else {
+            "gateway"
+        };
+        assert!(
+            text.contains(expected),
+            "{victim}: no clear message:\n{text}"
+        );
+        assert!(d.alive(), "the daemon died with the {victim}");
+        let again = wait_output(
+            d.client(&["--rerun"]).spawn().unwrap(),
+            Duration::from_secs(60),
+        );
+        assert_eq!(
+            again.status.code(),
+            Some(0),
+            "after killing {victim}: {}",
+            describe(&again)
+        );
+    }
+}

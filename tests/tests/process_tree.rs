@@ -1,0 +1,207 @@
+//! Issue 2 acceptance: the real process tree, as root, against the scripted
+//! OpenAI-compatible server over real HTTP.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use sysward_tests::*;
+
+const KEY: &str = "sk-test-0123456789abcdef";
+
+fn read_only_policy() -> &'static str {
+    "EXECUTION_MODE=guarded\nALLOW_OUTSIDE_PROJECT_READ=true\nDEFAULT_COMMAND_TIMEOUT=30"
+}
+
+#[test]
+fn a_task_runs_end_to_end_through_broker_agent_gateway_and_executor() {
+    if !require_root("a_task_runs_end_to_end") {
+        return;
+    }
+    ensure_accounts();
+    let server = scenario(
+        r#"{"flavor":"vllm","context_size":32768,"steps":[
+          {"tool_calls":[{"name":"exec","arguments":{"command":"df","args":["-h"],"reason":"disk usage"}}]},
+          {"expect":{"role_of_last":"tool"},"content":"EXECUTED: df -h\nVERIFIED: listed.\nTASK_STATUS: DONE"}
+        ]}"#,
+    );
+    let p = TestProject::new("e2e");
+    p.init_conf(&server, "")
+        .agent_md(read_only_policy())
+        .write("01-disk.md", "# Disk\nCheck disk usage.\n");
+    let out = run_sysward(
+        &["run", "--root", p.dir.to_str().unwrap(), "--json"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let lines = json_lines(&out);
+    let summary = lines.last().unwrap();
+    assert_eq!(summary["event"], "summary");
+    assert_eq!(summary["tasks"][0]["status"], "DONE", "{}", describe(&out));
+    // The command's real output reached the model as a tool result.
+    let chats = server.chat_requests();
+    assert_eq!(chats.len(), 2);
+    assert!(
+        chats[1].contains("Filesystem"),
+        "df output did not reach the model"
+    );
+    // The gateway, not the agent, sent the key.
+    assert_eq!(
+        chats[0].authorization(),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    // The audit trail has the action with its decision, and verifies.
+    let audit = audit_records(&p);
+    let tool = audit
+        .iter()
+        .find(|r| r["event"]["event"] == "tool")
+        .expect("tool record");
+    assert_eq!(tool["event"]["decision"], "allow");
+    assert_eq!(tool["event"]["status"], "ok");
+    assert_eq!(tool["event"]["exit_code"], 0);
+    let verify = run_sysward(
+        &["audit", "verify", "--root", p.dir.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    assert!(verify.status.success(), "{}", describe(&verify));
+}
+
+/// During a session the agent is confined exactly as promised, and neither the
+/// agent's environment nor its memory holds the API key.
+#[test]
+fn the_running_agent_is_confined_and_holds_no_key() {
+    if !require_root("the_running_agent_is_confined") {
+        return;
+    }
+    ensure_accounts();
+    let server = scenario(
+        r#"{"steps":[
+          {"delay_ms":2500,"content":"Nothing to do.\nTASK_STATUS: DONE"}
+        ]}"#,
+    );
+    let p = TestProject::new("confined");
+    p.init_conf(&server, "")
+        .agent_md(read_only_policy())
+        .write("01-t.md", "# T\nSay done.\n");
+    let child = Command::new(sysward())
+        .args(["run", "--root", p.dir.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let broker = child.id();
+    let agent = wait_for(Duration::from_secs(10), "the agent", || {
+        children_named(broker, "sysward-agent").pop()
+    });
+    let gateway = wait_for(Duration::from_secs(10), "the gateway", || {
+        children_named(broker, "sysward-gateway").pop()
+    });
+    // Let the agent finish confining itself and send its model request.
+    server.wait_for_requests(1, Duration::from_secs(10));
+    let uid: u32 = status_field(agent, "Uid:")
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_ne!(uid, 0, "agent runs as root");
+    for cap in ["CapEff:", "CapPrm:", "CapBnd:", "CapInh:", "CapAmb:"] {
+        assert_eq!(
+            status_field(agent, cap).unwrap(),
+            "0000000000000000",
+            "{cap}"
+        );
+    }
+    assert_eq!(status_field(agent, "NoNewPrivs:").unwrap(), "1");
+    assert_eq!(status_field(agent, "Seccomp:").unwrap(), "2");
+    assert_eq!(status_field(agent, "Groups:").unwrap_or_default(), "");
+    let ns = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
+    assert_ne!(
+        ns(agent),
+        ns(broker),
+        "agent shares the broker's network namespace"
+    );
+    let dev = std::fs::read_to_string(format!("/proc/{agent}/net/dev")).unwrap();
+    let ifaces: Vec<&str> = dev
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next())
+        .map(str::trim)
+        .collect();
+    assert_eq!(ifaces, vec!["lo"], "agent netns has interfaces {ifaces:?}");
+    // No key in the agent's or the gateway's environment, nor the agent's memory.
+    for pid in [agent, gateway] {
+        let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&env).contains(KEY),
+            "key in environ of {pid}"
+        );
+    }
+    assert!(
+        !process_memory_contains(agent, KEY.as_bytes()),
+        "the API key is in the agent's memory"
+    );
+    let out = wait_output(child, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+}
+
+/// Scans every readable mapping of `pid` for `needle` (as root).
+fn process_memory_contains(pid: u32, needle: &[u8]) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let mut mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
+    for line in maps.lines() {
+        let mut parts = line.split_whitespace();
+        let (Some(range), Some(perms)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        if !perms.starts_with('r') {
+            continue;
+        }
+        let (a, b) = range.split_once('-').unwrap();
+        let (start, end) = (
+            u64::from_str_radix(a, 16).unwrap(),
+            u64::from_str_radix(b, 16).unwrap(),
+        );
+        if end - start > 512 << 20 || mem.seek(SeekFrom::Start(start)).is_err() {
+            continue;
+        }
+        let mut buf = vec![0u8; (end - start) as usize];
+        if mem.read_exact(&mut buf).is_ok() && buf.windows(needle.len()).any(|w| w == needle) {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn a_model_answering_garbage_or_hanging_ends_the_session_clearly() {
+    if !require_root("a_model_answering_garbage_or_hanging") {
+        return;
+    }
+    ensure_accounts();
+    for (name, step, expect) in [
+        ("garbage", r#"{"garbage":"this is not json {{{"}"#, "model"),
+        ("hang", r#"{"hang":true}"#, "timed out"),
+    ] {
+        let server = scenario(&format!(
+            r#"{{"steps":[{step},{step},{step},{step},{step}]}}"#
+        ));
+        let p = TestProject::new(&format!("fault-{name}"));
+        p.init_conf_with_timeout(&server, 2)
+            .agent_md(read_only_policy())
+            .write("01-t.md", "# T\nDo it.\n");
+        let out = run_sysward(
+            &["run", "--root", p.dir.to_str().unwrap()],
+            Duration::from_secs(90),
+        );
+        assert_ne!(out.status.code(), Some(0), "{name}: {}", describe(&out));
+        let text = describe(&out).to_lowercase();
+        assert!(
+            text.contains(expect),
+            "{name}: expected {expect:?} in\n{text}"
+        );
+    }
+}
