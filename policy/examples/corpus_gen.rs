@@ -15,9 +15,16 @@ const MODES: [(&str, &str); 6] = [
     ("unrestricted", "permissive"),
 ];
 const FLAGS: [&str; 10] = [
-    "ALLOW_NETWORK", "ALLOW_WEB_RESEARCH", "ALLOW_DOWNLOADS", "ALLOW_PACKAGE_INSTALL",
-    "ALLOW_SERVICE_RESTART", "ALLOW_OUTSIDE_PROJECT_READ", "ALLOW_OUTSIDE_PROJECT_WRITE",
-    "ALLOW_DELETE", "ALLOW_REBOOT", "ALLOW_SELF_TOOL_CREATION",
+    "ALLOW_NETWORK",
+    "ALLOW_WEB_RESEARCH",
+    "ALLOW_DOWNLOADS",
+    "ALLOW_PACKAGE_INSTALL",
+    "ALLOW_SERVICE_RESTART",
+    "ALLOW_OUTSIDE_PROJECT_READ",
+    "ALLOW_OUTSIDE_PROJECT_WRITE",
+    "ALLOW_DELETE",
+    "ALLOW_REBOOT",
+    "ALLOW_SELF_TOOL_CREATION",
 ];
 
 fn facts() -> HostFacts {
@@ -62,10 +69,20 @@ fn main() {
         let mut closed = String::new();
         let mut open = String::new();
         for (is_open, e) in &engines {
-            let d = e.decide(&Request::Shell { script: &script, cwd: Path::new("/srv/agent/work") }, &LexicalPaths);
+            let d = e.decide(
+                &Request::Shell {
+                    script: &script,
+                    cwd: Path::new("/srv/agent/work"),
+                },
+                &LexicalPaths,
+            );
             cat = d.category.to_string();
             risk = d.risk.to_string();
-            if *is_open { open.push(letter(&d.verdict)) } else { closed.push(letter(&d.verdict)) }
+            if *is_open {
+                open.push(letter(&d.verdict))
+            } else {
+                closed.push(letter(&d.verdict))
+            }
         }
         println!("{line}\t{cat}\t{risk}\t{closed}\t{open}");
     }

@@ -52,7 +52,7 @@ impl PathSets {
                 nd.push(p);
             }
         }
-                let contents_kept: Vec<PathBuf> = nd
+        let contents_kept: Vec<PathBuf> = nd
             .iter()
             .filter(|p| {
                 !matches!(p.to_str(), Some("/tmp" | "/var/tmp" | "/mnt" | "/media"))
@@ -125,7 +125,7 @@ fn critical_delete(t: &Target, sets: &PathSets) -> Option<String> {
                     ));
                 }
             }
-                        None
+            None
         }
         Target::Unresolved => None,
     }
@@ -245,7 +245,12 @@ fn path_rules(
         if let Target::Path(p) = t {
             let s = p.to_string_lossy();
             if crate::classify::is_block_device(&s) {
-                return Err(deny(e, Risk::Critical, format!("writes straight onto the block device {s}"), "critical: block device"));
+                return Err(deny(
+                    e,
+                    Risk::Critical,
+                    format!("writes straight onto the block device {s}"),
+                    "critical: block device",
+                ));
             }
         }
     }

@@ -680,11 +680,24 @@ pub fn classify(name: &str, args: &[Arg], cx: &mut Cx<'_>) -> Effect {
         "dmesg" => {
             if args.iter().any(|a| {
                 let t = a.text.as_str();
-                matches!(t, "-c" | "-C" | "--clear" | "--read-clear" | "-D" | "-E" | "--console-off" | "--console-on")
-                    || t.starts_with("-n")
+                matches!(
+                    t,
+                    "-c" | "-C"
+                        | "--clear"
+                        | "--read-clear"
+                        | "-D"
+                        | "-E"
+                        | "--console-off"
+                        | "--console-on"
+                ) || t.starts_with("-n")
                     || t.starts_with("--console-level")
             }) {
-                Effect::new(Category::Admin, Risk::Medium, "dmesg clears the ring buffer or changes the console level").with_caps(&["CAP_SYSLOG"])
+                Effect::new(
+                    Category::Admin,
+                    Risk::Medium,
+                    "dmesg clears the ring buffer or changes the console level",
+                )
+                .with_caps(&["CAP_SYSLOG"])
             } else {
                 Effect::ro("dmesg reads the kernel log").with_caps(&["CAP_SYSLOG"])
             }

@@ -279,7 +279,7 @@ fn curl(args: &[Arg], cx: &Cx<'_>) -> Effect {
         "-b",
         "--cookie",
     ]) {
-                e.reads.push(cx.target(&r));
+        e.reads.push(cx.target(&r));
     }
     if o.has_value(&["-T", "--upload-file"]) {
         e.raise(Risk::Medium);
@@ -295,7 +295,10 @@ fn curl(args: &[Arg], cx: &Cx<'_>) -> Effect {
         "--json",
     ]) {
         if let Some(p) = d.text.split('@').nth(1).filter(|_| d.text.contains('@')) {
-            e.reads.push(cx.target(&Arg { text: p.trim_start_matches('<').to_string(), ..d.clone() }));
+            e.reads.push(cx.target(&Arg {
+                text: p.trim_start_matches('<').to_string(),
+                ..d.clone()
+            }));
             e.raise(Risk::Medium);
             e.reason = "curl sends a local file".to_string();
         }
@@ -1017,7 +1020,67 @@ pub fn openssl(args: &[Arg], cx: &Cx<'_>) -> Effect {
         }
     }
     // openssl options are single-dash words, each taking at most one value.
-    let value_opts = ["-in", "-out", "-keyout", "-CAfile", "-CApath", "-connect", "-servername", "-key", "-cert", "-CA", "-CAkey", "-config", "-extfile", "-passin", "-passout", "-inkey", "-signkey", "-certfile", "-name", "-subj", "-days", "-newkey", "-pkeyopt", "-inform", "-outform", "-starttls", "-sigopt", "-md", "-set_serial", "-reqexts", "-extensions", "-port", "-accept", "-nameopt", "-rand", "-writerand", "-sess_out", "-sess_in", "-msgfile", "-keylogfile", "-untrusted", "-crl", "-purpose", "-ext", "-checkhost", "-checkemail", "-checkip", "-K", "-iv", "-S", "-pass", "-k", "-kfile", "-attime", "-policy", "-verify", "-signature", "-sigfile", "-CAserial"];
+    let value_opts = [
+        "-in",
+        "-out",
+        "-keyout",
+        "-CAfile",
+        "-CApath",
+        "-connect",
+        "-servername",
+        "-key",
+        "-cert",
+        "-CA",
+        "-CAkey",
+        "-config",
+        "-extfile",
+        "-passin",
+        "-passout",
+        "-inkey",
+        "-signkey",
+        "-certfile",
+        "-name",
+        "-subj",
+        "-days",
+        "-newkey",
+        "-pkeyopt",
+        "-inform",
+        "-outform",
+        "-starttls",
+        "-sigopt",
+        "-md",
+        "-set_serial",
+        "-reqexts",
+        "-extensions",
+        "-port",
+        "-accept",
+        "-nameopt",
+        "-rand",
+        "-writerand",
+        "-sess_out",
+        "-sess_in",
+        "-msgfile",
+        "-keylogfile",
+        "-untrusted",
+        "-crl",
+        "-purpose",
+        "-ext",
+        "-checkhost",
+        "-checkemail",
+        "-checkip",
+        "-K",
+        "-iv",
+        "-S",
+        "-pass",
+        "-k",
+        "-kfile",
+        "-attime",
+        "-policy",
+        "-verify",
+        "-signature",
+        "-sigfile",
+        "-CAserial",
+    ];
     let mut values: Vec<(&str, &Arg)> = Vec::new();
     let mut i = 0;
     while i < rest.len() {
@@ -1032,7 +1095,11 @@ pub fn openssl(args: &[Arg], cx: &Cx<'_>) -> Effect {
         }
     }
     let vals = |names: &[&str]| -> Vec<Arg> {
-        values.iter().filter(|(k, _)| names.contains(k)).map(|(_, v)| (*v).clone()).collect()
+        values
+            .iter()
+            .filter(|(k, _)| names.contains(k))
+            .map(|(_, v)| (*v).clone())
+            .collect()
     };
     let mut e = match sub {
         "s_client" => Effect::new(

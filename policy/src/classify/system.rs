@@ -612,8 +612,35 @@ pub fn classify(name: &str, args: &[Arg], cx: &mut Cx<'_>) -> Option<Effect> {
         "ethtool" => {
             let changes = args.iter().any(|a| {
                 let t = a.text.as_str();
-                matches!(t, "-s" | "-K" | "-A" | "-G" | "-C" | "-L" | "-E" | "-f" | "-r" | "-W" | "-U" | "-N" | "-X" | "-u" | "-p" | "--change" | "--features" | "--offload" | "--pause" | "--coalesce" | "--flash" | "--reset" | "--change-eeprom" | "--config-nfc" | "--config-ntuple" | "--negotiate" | "--identify")
-                    || t.starts_with("--set-")
+                matches!(
+                    t,
+                    "-s" | "-K"
+                        | "-A"
+                        | "-G"
+                        | "-C"
+                        | "-L"
+                        | "-E"
+                        | "-f"
+                        | "-r"
+                        | "-W"
+                        | "-U"
+                        | "-N"
+                        | "-X"
+                        | "-u"
+                        | "-p"
+                        | "--change"
+                        | "--features"
+                        | "--offload"
+                        | "--pause"
+                        | "--coalesce"
+                        | "--flash"
+                        | "--reset"
+                        | "--change-eeprom"
+                        | "--config-nfc"
+                        | "--config-ntuple"
+                        | "--negotiate"
+                        | "--identify"
+                ) || t.starts_with("--set-")
             });
             if changes {
                 admin(Risk::High, "ethtool changes an interface".into(), NET_CAPS)
@@ -621,8 +648,8 @@ pub fn classify(name: &str, args: &[Arg], cx: &mut Cx<'_>) -> Option<Effect> {
                 Effect::ro("ethtool shows an interface")
             }
         }
-        "ifconfig" | "route" | "arp" | "iwconfig" | "tc" | "bridge" | "brctl"
-        | "iw" | "ipset" | "conntrack" | "ebtables" | "arptables" => {
+        "ifconfig" | "route" | "arp" | "iwconfig" | "tc" | "bridge" | "brctl" | "iw" | "ipset"
+        | "conntrack" | "ebtables" | "arptables" => {
             let ro_args = args.is_empty()
                 || args.iter().all(|a| {
                     a.text.starts_with('-')

@@ -111,10 +111,7 @@ pub fn clip(s: &str) -> String {
 }
 
 fn has_glob(text: &str) -> bool {
-    text.contains(['*', '?'])
-        || text
-            .find('[')
-            .is_some_and(|i| text[i + 1..].contains(']'))
+    text.contains(['*', '?']) || text.find('[').is_some_and(|i| text[i + 1..].contains(']'))
 }
 
 /// Unquoted `{a,b}` / `{1..3}` expand to several words.
