@@ -114,6 +114,9 @@ pub struct Approval {
     pub request: ApprovalRequest,
     /// Unix seconds.
     pub created: i64,
+    /// Sub-second part of the creation time, for a stable order.
+    #[serde(default)]
+    pub created_nanos: u32,
     pub expires: i64,
     pub status: Status,
     pub decided_by: Option<String>,
@@ -443,7 +446,9 @@ impl Approvals {
                 Err(e) => problems.push(format!("{e:#}")),
             }
         }
-        list.sort_by(|a, b| a.created.cmp(&b.created).then(a.id.cmp(&b.id)));
+        list.sort_by(|a, b| {
+            (a.created, a.created_nanos, &a.id).cmp(&(b.created, b.created_nanos, &b.id))
+        });
         Ok((list, problems))
     }
 
@@ -518,6 +523,7 @@ impl Approvals {
             id,
             request: req,
             created: now,
+            created_nanos: time::OffsetDateTime::now_utc().nanosecond(),
             expires: now + self.ttl,
             status: Status::Pending,
             decided_by: None,
@@ -858,6 +864,7 @@ mod tests {
             id: "0123456789ab".into(),
             request: ApprovalRequest::default(),
             created: 0,
+            created_nanos: 0,
             expires: 10,
             status: Status::Approved,
             decided_by: None,

@@ -441,7 +441,7 @@ pub fn base64_unpadded(data: &[u8], alphabet: &[u8; 64]) -> Vec<u8> {
 }
 
 fn padded(mut unpadded: Vec<u8>) -> Vec<u8> {
-    while unpadded.len() % 4 != 0 {
+    while unpadded.len() & 3 != 0 {
         unpadded.push(b'=');
     }
     unpadded

@@ -64,7 +64,9 @@ fn lifecycle_create_list_approve_take_once() {
     let req = request("sess-1", "systemctl reload nginx");
     let key = req.key.clone();
     let created = store.create(req.clone()).unwrap();
-    let Created::New(a) = &created else { panic!("{created:?}") };
+    let Created::New(a) = &created else {
+        panic!("{created:?}")
+    };
     assert_eq!(a.status, Status::Pending);
     assert_eq!(a.expires - a.created, DEFAULT_TTL_SECS);
     let file = layout.approvals_dir().join(format!("{}.json", a.id));
@@ -82,14 +84,27 @@ fn lifecycle_create_list_approve_take_once() {
     let list = store.list().unwrap();
     assert_eq!(list.len(), 1);
     let shown = list[0].render(approvals::now_unix());
-    for want in ["pending", "systemctl reload nginx", "service", "medium", "uid 0, writes /etc/nginx", "reload after", "strict", "web1", "01-nginx.md"] {
+    for want in [
+        "pending",
+        "systemctl reload nginx",
+        "service",
+        "medium",
+        "uid 0, writes /etc/nginx",
+        "reload after",
+        "strict",
+        "web1",
+        "01-nginx.md",
+    ] {
         assert!(shown.contains(want), "{want} in {shown}");
     }
 
     let approved = store.approve(&a.id, "uid 0 (root)").unwrap();
     assert_eq!(approved.status, Status::Approved);
     // a different request does not match
-    assert!(store.take_granted(&request("s", "systemctl restart nginx").key, "sess-2").unwrap().is_none());
+    assert!(store
+        .take_granted(&request("s", "systemctl restart nginx").key, "sess-2")
+        .unwrap()
+        .is_none());
     // the identical one proceeds exactly once
     let taken = store.take_granted(&key, "sess-2").unwrap().unwrap();
     assert_eq!(taken.id, a.id);
@@ -97,7 +112,10 @@ fn lifecycle_create_list_approve_take_once() {
     assert_eq!(taken.used_by_session.as_deref(), Some("sess-2"));
     assert!(store.take_granted(&key, "sess-3").unwrap().is_none());
     // and cannot be decided again
-    assert!(matches!(store.approve(&a.id, "x"), Err(ApprovalError::NotPending { .. })));
+    assert!(matches!(
+        store.approve(&a.id, "x"),
+        Err(ApprovalError::NotPending { .. })
+    ));
     // no temporary files left behind
     let names: Vec<String> = fs::read_dir(layout.approvals_dir())
         .unwrap()
@@ -115,9 +133,18 @@ fn deny_with_a_note_is_reported_once_and_never_grants() {
     let req = request("s1", "rm -rf /var/cache/app");
     let key = req.key.clone();
     let a = store.create(req.clone()).unwrap().approval().clone();
-    let denied = store.deny(&a.id, "uid 0 (root)", "use the app's cache purge\x1b[2J command").unwrap();
+    let denied = store
+        .deny(
+            &a.id,
+            "uid 0 (root)",
+            "use the app's cache purge\x1b[2J command",
+        )
+        .unwrap();
     assert_eq!(denied.status, Status::Denied);
-    assert_eq!(denied.note.as_deref(), Some("use the app's cache purge[2J command"));
+    assert_eq!(
+        denied.note.as_deref(),
+        Some("use the app's cache purge[2J command")
+    );
     assert!(store.take_granted(&key, "s2").unwrap().is_none());
     let told = store.take_denied(&key, "s2").unwrap().unwrap();
     assert_eq!(told.note, denied.note);
@@ -133,15 +160,35 @@ fn approvals_expire() {
     let store = Approvals::open(&layout).unwrap();
     let now = approvals::now_unix();
     // created 25 h ago: expired before anyone answered
-    let old = store.create_at(request("s1", "apt-get upgrade -y"), now - 25 * 3600).unwrap().approval().clone();
+    let old = store
+        .create_at(request("s1", "apt-get upgrade -y"), now - 25 * 3600)
+        .unwrap()
+        .approval()
+        .clone();
     assert_eq!(old.status_at(now), Status::Expired);
-    assert!(matches!(store.approve(&old.id, "root"), Err(ApprovalError::NotPending { status: "expired", .. })));
+    assert!(matches!(
+        store.approve(&old.id, "root"),
+        Err(ApprovalError::NotPending {
+            status: "expired",
+            ..
+        })
+    ));
     // approved in time, but the run comes after expiry
     let req = request("s1", "apt-get install -y nginx");
-    let a = store.create_at(req.clone(), now - 23 * 3600).unwrap().approval().clone();
+    let a = store
+        .create_at(req.clone(), now - 23 * 3600)
+        .unwrap()
+        .approval()
+        .clone();
     store.approve(&a.id, "root").unwrap();
-    assert!(store.take_granted_at(&req.key, "s2", now + 2 * 3600).unwrap().is_none());
-    assert!(store.take_granted_at(&req.key, "s2", now).unwrap().is_some());
+    assert!(store
+        .take_granted_at(&req.key, "s2", now + 2 * 3600)
+        .unwrap()
+        .is_none());
+    assert!(store
+        .take_granted_at(&req.key, "s2", now)
+        .unwrap()
+        .is_some());
     // an expired pending one does not block a new request
     let again = store.create(request("s1", "apt-get upgrade -y")).unwrap();
     assert!(matches!(again, Created::New(n) if n.id != old.id));
@@ -156,16 +203,30 @@ fn pending_approvals_per_session_are_capped() {
     let (_d, layout) = project("cap");
     let store = Approvals::open(&layout).unwrap();
     for i in 0..approvals::MAX_PENDING_PER_SESSION {
-        assert!(matches!(store.create(request("flood", &format!("touch /etc/f{i}"))).unwrap(), Created::New(_)));
+        assert!(matches!(
+            store
+                .create(request("flood", &format!("touch /etc/f{i}")))
+                .unwrap(),
+            Created::New(_)
+        ));
     }
-    let e = store.create(request("flood", "touch /etc/one-more")).unwrap_err();
+    let e = store
+        .create(request("flood", "touch /etc/one-more"))
+        .unwrap_err();
     assert!(matches!(e, ApprovalError::SessionCap { cap: 10 }));
     assert!(e.to_string().starts_with("denied:"));
     // another session is not affected; deciding one frees a place
     assert!(store.create(request("other", "touch /etc/x")).is_ok());
-    let first = store.list().unwrap().into_iter().find(|a| a.request.session == "flood").unwrap();
+    let first = store
+        .list()
+        .unwrap()
+        .into_iter()
+        .find(|a| a.request.session == "flood")
+        .unwrap();
     store.deny(&first.id, "root", "").unwrap();
-    assert!(store.create(request("flood", "touch /etc/one-more")).is_ok());
+    assert!(store
+        .create(request("flood", "touch /etc/one-more"))
+        .is_ok());
 }
 
 #[test]
@@ -173,11 +234,19 @@ fn ids_and_directory_are_checked() {
     need_root!();
     let (d, layout) = project("dir");
     let store = Approvals::open(&layout).unwrap();
-    assert!(matches!(store.approve("../../etc/pw", "root"), Err(ApprovalError::BadId(_))));
-    assert!(matches!(store.approve("0123456789ab", "root"), Err(ApprovalError::NotFound(_))));
+    assert!(matches!(
+        store.approve("../../etc/pw", "root"),
+        Err(ApprovalError::BadId(_))
+    ));
+    assert!(matches!(
+        store.approve("0123456789ab", "root"),
+        Err(ApprovalError::NotFound(_))
+    ));
     // a loose directory is refused
     fs::set_permissions(layout.approvals_dir(), fs::Permissions::from_mode(0o755)).unwrap();
-    let e = Approvals::open_dir(&layout.approvals_dir()).unwrap_err().to_string();
+    let e = Approvals::open_dir(&layout.approvals_dir())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("chmod 700"), "{e}");
     // a symlink in its place is refused
     fs::remove_dir_all(layout.approvals_dir()).unwrap();
@@ -203,17 +272,29 @@ fn cli_handlers_decide_audit_and_print_json() {
     need_root!();
     let (_d, layout) = project("cli");
     fs::create_dir_all(layout.agent_dir()).unwrap();
-    let audit = sysward_broker::audit::Audit::open(&layout.audit_log(), &layout.audit_head()).unwrap();
+    let audit =
+        sysward_broker::audit::Audit::open(&layout.audit_log(), &layout.audit_head()).unwrap();
     // nothing yet
     let v = approvals::list_json(&layout).unwrap();
     assert_eq!(v["approvals"].as_array().unwrap().len(), 0);
     assert_eq!(approvals::cmd_list(&layout, false).unwrap(), 0);
 
     let store = Approvals::open(&layout).unwrap();
-    let a = store.create(request("s1", "systemctl restart postgresql")).unwrap().approval().clone();
-    let b = store.create(request("s1", "systemctl stop cron")).unwrap().approval().clone();
+    let a = store
+        .create(request("s1", "systemctl restart postgresql"))
+        .unwrap()
+        .approval()
+        .clone();
+    let b = store
+        .create(request("s1", "systemctl stop cron"))
+        .unwrap()
+        .approval()
+        .clone();
     assert_eq!(approvals::cmd_list(&layout, true).unwrap(), 0);
-    let v: serde_json::Value = serde_json::from_str(&serde_json::to_string(&approvals::list_json(&layout).unwrap()).unwrap()).unwrap();
+    let v: serde_json::Value = serde_json::from_str(
+        &serde_json::to_string(&approvals::list_json(&layout).unwrap()).unwrap(),
+    )
+    .unwrap();
     let items = v["approvals"].as_array().unwrap();
     assert_eq!(items.len(), 2);
     assert_eq!(items[0]["status"], "pending");
@@ -221,11 +302,27 @@ fn cli_handlers_decide_audit_and_print_json() {
     assert!(items[0]["expires_rfc3339"].as_str().unwrap().ends_with('Z'));
 
     assert_eq!(approvals::cmd_approve(&layout, &audit, &a.id).unwrap(), 0);
-    assert_eq!(approvals::cmd_approve(&layout, &audit, &a.id).unwrap(), 1, "already decided");
-    assert_eq!(approvals::cmd_deny(&layout, &audit, &b.id, Some("not during business hours")).unwrap(), 0);
-    assert_eq!(approvals::cmd_deny(&layout, &audit, "ffffffffffff", None).unwrap(), 1, "unknown id");
+    assert_eq!(
+        approvals::cmd_approve(&layout, &audit, &a.id).unwrap(),
+        1,
+        "already decided"
+    );
+    assert_eq!(
+        approvals::cmd_deny(&layout, &audit, &b.id, Some("not during business hours")).unwrap(),
+        0
+    );
+    assert_eq!(
+        approvals::cmd_deny(&layout, &audit, "ffffffffffff", None).unwrap(),
+        1,
+        "unknown id"
+    );
     let v = approvals::list_json(&layout).unwrap();
-    let statuses: Vec<&str> = v["approvals"].as_array().unwrap().iter().map(|a| a["status"].as_str().unwrap()).collect();
+    let statuses: Vec<&str> = v["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["status"].as_str().unwrap())
+        .collect();
     assert_eq!(statuses, ["approved", "denied"]);
 
     // each decision is in the audit log, which still verifies
@@ -237,11 +334,18 @@ fn cli_handlers_decide_audit_and_print_json() {
         .collect();
     assert_eq!(decided.len(), 2);
     assert_eq!(decided[0]["event"]["decision"], "approved");
-    assert_eq!(decided[0]["event"]["request"], "systemctl restart postgresql");
-    assert!(decided[0]["event"]["by"].as_str().unwrap().starts_with("uid 0"));
+    assert_eq!(
+        decided[0]["event"]["request"],
+        "systemctl restart postgresql"
+    );
+    assert!(decided[0]["event"]["by"]
+        .as_str()
+        .unwrap()
+        .starts_with("uid 0"));
     assert_eq!(decided[1]["event"]["decision"], "denied");
     assert_eq!(decided[1]["event"]["note"], "not during business hours");
-    let verified = sysward_broker::audit::verify(&layout.audit_log(), &layout.audit_head()).unwrap();
+    let verified =
+        sysward_broker::audit::verify(&layout.audit_log(), &layout.audit_head()).unwrap();
     assert!(verified.first_break.is_none());
 }
 
@@ -261,12 +365,18 @@ fn a_decision_from_inside_sysward_s_process_tree_is_refused() {
     let me = std::env::current_exe().unwrap();
     let out = std::process::Command::new(&fake)
         .arg("-c")
-        .arg(format!("{} --exact child_checks_decider --nocapture --include-ignored; true", me.display()))
+        .arg(format!(
+            "{} --exact child_checks_decider --nocapture --include-ignored; true",
+            me.display()
+        ))
         .env("SYSWARD_DECIDER_CHILD", "1")
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("DECIDER: refused: this process descends from"), "{text}");
+    assert!(
+        text.contains("DECIDER: refused: this process descends from"),
+        "{text}"
+    );
 }
 
 #[test]
