@@ -109,11 +109,24 @@ pub fn real(p: &Path, facts: &dyn PathFacts) -> PathBuf {
     if let Some(r) = facts.real_path(p) {
         return normalize(&r);
     }
+    // The deepest ancestor the broker can resolve, plus the rest: a link in
+    // the middle of a path to a file that does not exist yet still counts.
     let norm = normalize(p);
-    if let (Some(parent), Some(name)) = (norm.parent(), norm.file_name()) {
+    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
+    let mut cur: &Path = &norm;
+    for _ in 0..256 {
+        let (Some(parent), Some(name)) = (cur.parent(), cur.file_name()) else {
+            break;
+        };
+        rest.push(name);
         if let Some(rp) = facts.real_path(parent) {
-            return normalize(&rp.join(name));
+            let mut out = rp;
+            for n in rest.iter().rev() {
+                out.push(n);
+            }
+            return normalize(&out);
         }
+        cur = parent;
     }
     norm
 }

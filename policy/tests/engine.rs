@@ -1,0 +1,281 @@
+//! Engine behaviour beyond the corpus: profiles, operator rules, tools,
+//! symlinks, exec requests, explain.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use sysward_policy::{
+    explain, parse_agent_md, Category, Engine, HostFacts, LexicalPaths, PathFacts, Request, Risk,
+    ToolPaths, Verdict,
+};
+
+fn facts() -> HostFacts {
+    let mut f = HostFacts::packaged(1234, 1234);
+    f.project_root = "/srv/agent".into();
+    f.scratch_dir = "/srv/agent/.agent/tmp".into();
+    f
+}
+
+fn engine(directives: &str) -> Engine {
+    let md = format!("```policy\n{directives}\n```\n");
+    Engine::new(parse_agent_md(&md).unwrap().block, facts())
+}
+
+fn sh(e: &Engine, script: &str) -> sysward_policy::Decision {
+    e.decide(&Request::Shell { script, cwd: Path::new("/srv/agent/work") }, &LexicalPaths)
+}
+
+const OPEN: &str = "EXECUTION_MODE=privileged\nALLOW_NETWORK=true\nALLOW_DOWNLOADS=true\nALLOW_PACKAGE_INSTALL=true\nALLOW_SERVICE_RESTART=true\nALLOW_OUTSIDE_PROJECT_READ=true\nALLOW_OUTSIDE_PROJECT_WRITE=true\nALLOW_DELETE=true\nALLOW_REBOOT=true";
+
+#[test]
+fn read_only_profile_writes_only_scratch() {
+    let d = sh(&engine(""), "ls -la && cat notes.txt | grep x");
+    assert_eq!(d.verdict, Verdict::Allow);
+    let p = d.profile.unwrap();
+    assert_eq!(p.name, "read-only");
+    assert!(p.write_paths.is_empty());
+    assert!(p.write_all_except.is_none());
+    assert_eq!(p.scratch_dir.as_deref(), Some("/srv/agent/.agent/tmp"));
+    assert!(!p.network);
+    assert_eq!((p.uid, p.gid), (1234, 1234));
+    assert_eq!(p.timeout_secs, 60);
+    let except = p.read_all_except.unwrap();
+    for must in ["/etc/sysward/secrets", "/etc/sysward", "/srv/agent/init.conf", "/srv/agent/.context-history", "/var/lib/sysward/audit.log", "/var/lib/sysward/approvals"] {
+        assert!(except.iter().any(|e| e == must), "{must} not in {except:?}");
+    }
+}
+
+#[test]
+fn write_profile_names_only_the_targets() {
+    let e = engine(OPEN);
+    let d = sh(&e, "sed -i s/a/b/ /etc/nginx/nginx.conf");
+    assert_eq!(d.category, Category::Write);
+    assert_eq!(d.risk, Risk::Medium);
+    assert_eq!(d.verdict, Verdict::Ask, "strict asks for medium");
+    let p = d.profile.unwrap();
+    assert_eq!(p.write_paths, vec!["/etc/nginx".to_string()], "sed -i renames into place: its directory");
+    assert!(p.write_all_except.is_none());
+    let d = sh(&e, "echo x >> /etc/motd");
+        // /etc holds /etc/sysward: never hand out /etc, only the file.
+    assert_eq!(d.profile.unwrap().write_paths, vec!["/etc/motd".to_string()]);
+    let d = sh(&e, "echo x > /var/www/index.html");
+    assert_eq!(d.profile.unwrap().write_paths, vec!["/var/www".to_string()], "a missing file: its directory");
+}
+
+#[test]
+fn write_next_to_protected_files_names_the_file_itself() {
+    // The project root holds agent.md and init.conf: never hand it out.
+    let d = sh(&engine(""), "echo hi > ../notes.txt");
+    assert_eq!(d.verdict, Verdict::Allow);
+    assert_eq!(d.profile.unwrap().write_paths, vec!["/srv/agent/notes.txt".to_string()]);
+}
+
+#[test]
+fn package_profile_writes_everything_but_the_protected_set() {
+    let d = sh(&engine(OPEN), "apt-get install -y nginx");
+    assert_eq!(d.verdict, Verdict::Ask);
+    let p = d.profile.unwrap();
+    let except = p.write_all_except.unwrap();
+    for must in ["/etc/sysward", "/etc/sysward/secrets", "/var/lib/sysward/audit.log", "/usr/bin/sysward", "/srv/agent/agent.md", "/srv/agent/init.conf"] {
+        assert!(except.iter().any(|e| e == must), "{must} not in {except:?}");
+    }
+    assert!(p.network);
+    assert!(p.capabilities.iter().any(|c| c == "CAP_CHOWN"));
+    assert!(!p.capabilities.iter().any(|c| c == "CAP_DAC_READ_SEARCH"), "open_by_handle_at bypasses Landlock");
+}
+
+#[test]
+fn without_outside_write_no_profile_leaves_the_project() {
+    let e = engine("EXECUTION_MODE=privileged\nALLOW_PACKAGE_INSTALL=true\nALLOW_NETWORK=true\nALLOW_DELETE=true");
+    for s in ["apt-get install nginx", "cp a /etc/x", "useradd bob", "rm -rf /var/www/old", "echo x > $F", "python3 x.py > /tmp/out"] {
+        let d = sh(&e, s);
+        match &d.profile {
+            None => assert!(d.verdict.is_deny(), "{s}"),
+            Some(p) => {
+                assert!(p.write_all_except.is_none(), "{s}: {p}");
+                for w in &p.write_paths {
+                    assert!(w.starts_with("/srv/agent"), "{s}: {w}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn network_needs_the_flag() {
+    let d = sh(&engine("ALLOW_NETWORK=true"), "curl -s https://example.com");
+    assert_eq!(d.verdict, Verdict::Allow);
+    assert!(d.profile.unwrap().network);
+    let d = sh(&engine(""), "curl -s https://example.com");
+    assert!(matches!(d.verdict, Verdict::Deny { ref reason } if reason.contains("ALLOW_NETWORK=false")), "{d:?}");
+    assert_eq!(d.source, "ALLOW_NETWORK");
+    // A write never gets the network.
+    let d = sh(&engine("ALLOW_NETWORK=true"), "cp a b");
+    assert!(!d.profile.unwrap().network);
+}
+
+#[test]
+fn critical_is_never_asked() {
+    for mode in ["guarded", "privileged", "unrestricted"] {
+        for approval in ["strict", "permissive"] {
+            let e = engine(&format!("{OPEN}\nEXECUTION_MODE={mode}\nAPPROVAL_MODE={approval}\nCOMMAND_ALLOW=rm").replace("EXECUTION_MODE=privileged\n", ""));
+            for s in ["rm -rf /", "mkfs.ext4 /dev/sda", "dd if=/dev/zero of=/dev/sda", ":(){ :|:& };:", "chmod -R 777 /", "rm -rf /etc/*", "> /dev/sda"] {
+                let d = sh(&e, s);
+                assert!(d.verdict.is_deny(), "{mode}/{approval}: {s}: {d:?}");
+                assert_eq!(d.risk, Risk::Critical, "{s}");
+                assert!(d.profile.is_none());
+            }
+        }
+    }
+}
+
+#[test]
+fn operator_rules_strictest_wins_and_deny_cannot_be_approved() {
+    let e = engine(&format!("{OPEN}\nCOMMAND_ALLOW=systemctl restart nginx\nCOMMAND_DENY=systemctl restart\nCOMMAND_ASK=ls\nCOMMAND_ALLOW=systemctl reload nginx\nCOMMAND_DENY=git push"));
+    let d = sh(&e, "systemctl restart nginx");
+    assert!(d.verdict.is_deny(), "deny beats allow: {d:?}");
+    assert!(d.source.starts_with("operator rule line"), "{}", d.source);
+    let d = sh(&e, "systemctl reload nginx");
+    assert_eq!(d.verdict, Verdict::Allow, "allow removes the prompt: {d:?}");
+    let d = sh(&e, "ls -la");
+    assert_eq!(d.verdict, Verdict::Ask, "ask even for safe");
+    let d = sh(&e, "sudo git push origin main");
+    assert!(d.verdict.is_deny(), "rules match after unwrapping: {d:?}");
+    let d = sh(&e, "ls; git push");
+    assert!(d.verdict.is_deny(), "one command of a script: {d:?}");
+    // Allow never lifts a flag.
+    let e = engine("COMMAND_ALLOW=systemctl restart nginx");
+    assert!(sh(&e, "systemctl restart nginx").verdict.is_deny());
+}
+
+#[test]
+fn approval_modes_follow_seed_002() {
+    let strict = engine(&format!("{OPEN}\nAPPROVAL_MODE=strict"));
+    let permissive = engine(&format!("{OPEN}\nAPPROVAL_MODE=permissive"));
+    // safe, low: auto; medium: strict asks; high: both ask.
+    let cases = [("df -h", Risk::Safe, 'A', 'A'), ("ping -c1 x", Risk::Low, 'A', 'A'), ("cp a /etc/x", Risk::Medium, 'Q', 'A'), ("systemctl restart mysql", Risk::High, 'Q', 'Q')];
+    let l = |v: &Verdict| match v { Verdict::Allow => 'A', Verdict::Ask => 'Q', Verdict::Deny { .. } => 'D' };
+    for (s, risk, st, pe) in cases {
+        let a = sh(&strict, s);
+        assert_eq!(a.risk, risk, "{s}");
+        assert_eq!(l(&a.verdict), st, "{s} strict");
+        assert_eq!(l(&sh(&permissive, s).verdict), pe, "{s} permissive");
+    }
+}
+
+struct Links(HashMap<PathBuf, PathBuf>);
+impl PathFacts for Links {
+    fn real_path(&self, p: &Path) -> Option<PathBuf> {
+        self.0.get(p).cloned()
+    }
+}
+
+#[test]
+fn symlinks_are_judged_by_their_real_target() {
+    let mut m = HashMap::new();
+    m.insert(PathBuf::from("/srv/agent/work/etc"), PathBuf::from("/etc"));
+    m.insert(PathBuf::from("/srv/agent/work/cfg"), PathBuf::from("/etc/sysward"));
+    m.insert(PathBuf::from("/srv/agent/work/notes"), PathBuf::from("/srv/agent/work/notes"));
+    let links = Links(m);
+    let e = engine("");
+    let d = e.decide(&Request::Shell { script: "echo x > etc/motd", cwd: Path::new("/srv/agent/work") }, &links);
+    assert!(d.verdict.is_deny(), "a project link to /etc counts as /etc: {d:?}");
+    let d = e.decide(&Request::Shell { script: "cat cfg/secrets/db", cwd: Path::new("/srv/agent/work") }, &links);
+    assert!(d.verdict.is_deny(), "{d:?}");
+    let e = engine(OPEN);
+    let d = e.decide(&Request::Shell { script: "echo x > cfg/agent.md", cwd: Path::new("/srv/agent/work") }, &links);
+    assert!(d.verdict.is_deny(), "{d:?}");
+    assert_eq!(d.source, "path rule: sysward's own files");
+}
+
+#[test]
+fn exec_requests_are_classified_without_a_shell() {
+    let e = engine("");
+    let argv: Vec<String> = ["systemctl", "status", "nginx"].iter().map(|s| s.to_string()).collect();
+    let d = e.decide(&Request::Exec { argv: &argv, cwd: Path::new("/srv/agent") }, &LexicalPaths);
+    assert_eq!(d.verdict, Verdict::Allow);
+    assert_eq!(d.normalized, "systemctl status nginx");
+    // No shell: `;` and `$(…)` are plain arguments, globs are not expanded.
+    let argv: Vec<String> = ["echo", "$(rm -rf /)", ";", "*"].iter().map(|s| s.to_string()).collect();
+    let d = e.decide(&Request::Exec { argv: &argv, cwd: Path::new("/srv/agent") }, &LexicalPaths);
+    assert_eq!(d.verdict, Verdict::Allow, "{d:?}");
+    // …but an argv that runs a shell gets its script analysed.
+    let argv: Vec<String> = ["bash", "-c", "rm -rf /"].iter().map(|s| s.to_string()).collect();
+    let d = e.decide(&Request::Exec { argv: &argv, cwd: Path::new("/srv/agent") }, &LexicalPaths);
+    assert_eq!(d.risk, Risk::Critical);
+    assert!(e.decide(&Request::Exec { argv: &[], cwd: Path::new("/") }, &LexicalPaths).verdict.is_deny());
+}
+
+#[test]
+fn tools_come_from_the_catalog() {
+    let e = engine("");
+    let cwd = Path::new("/srv/agent/work");
+    let t = |name: &str, paths: &[&str], recursive: bool| {
+        let targets: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
+        let mut tp = ToolPaths::new(&[], cwd);
+        let _ = &mut tp;
+        let d = e.decide(&Request::Tool { name, paths: ToolPaths { targets: &targets, recursive, cwd } }, &LexicalPaths);
+        d
+    };
+    assert_eq!(t("read_file", &["notes.txt"], false).verdict, Verdict::Allow);
+    assert!(t("read_file", &["/srv/agent/init.conf"], false).verdict.is_deny());
+    assert!(t("read_file", &["/etc/sysward/secrets/api"], false).verdict.is_deny());
+    assert_eq!(t("write_file", &["out.txt"], false).verdict, Verdict::Allow);
+    assert!(t("write_file", &["/srv/agent/agent.md"], false).verdict.is_deny());
+    assert!(t("write_file", &["/etc/hosts"], false).verdict.is_deny(), "guarded: outside the project");
+    assert!(t("remove_file", &["old.txt"], false).verdict.is_deny(), "ALLOW_DELETE=false");
+    assert!(t("launch_missiles", &["x"], false).verdict.is_deny());
+    let d = t("launch_missiles", &[], false);
+    assert_eq!(d.source, "tool catalog");
+    assert!(t("web_search", &[], false).verdict.is_deny());
+    assert_eq!(t("system_info", &[], false).verdict, Verdict::Allow);
+    let e2 = engine(OPEN);
+    let targets = vec![PathBuf::from("/")];
+    let d = e2.decide(&Request::Tool { name: "remove_file", paths: ToolPaths { targets: &targets, recursive: true, cwd } }, &LexicalPaths);
+    assert_eq!(d.risk, Risk::Critical);
+    let d = e2.decide(&Request::Tool { name: "chmod", paths: ToolPaths { targets: &targets, recursive: true, cwd } }, &LexicalPaths);
+    assert!(d.verdict.is_deny(), "{d:?}");
+    let web = engine("ALLOW_NETWORK=true\nALLOW_WEB_RESEARCH=true");
+    let d = web.decide(&Request::Tool { name: "web_fetch", paths: ToolPaths::new(&[], cwd) }, &LexicalPaths);
+    assert_eq!(d.verdict, Verdict::Allow);
+    assert!(d.profile.unwrap().network);
+    assert!(sysward_policy::tool_names().contains(&"apply_patch"));
+}
+
+#[test]
+fn explain_is_one_line_with_everything() {
+    let d = sh(&engine(OPEN), "systemctl restart nginx");
+    let line = explain(&d);
+    assert!(!line.contains('\n'));
+    for part in ["decision: ask", "category: service", "risk: high", "reason: ", "rule: APPROVAL_MODE=strict", "command: systemctl restart nginx", "profile: service: uid 1234"] {
+        assert!(line.contains(part), "{part} missing in {line}");
+    }
+    let d = sh(&engine(""), "rm -rf /");
+    assert!(explain(&d).contains("profile: none"));
+}
+
+#[test]
+fn timeout_and_download_limits_reach_the_profile() {
+    let e = engine(&format!("{OPEN}\nDEFAULT_COMMAND_TIMEOUT=300\nMAX_DOWNLOAD_SIZE=10M"));
+    let d = sh(&e, "curl -o f.tgz https://x/f.tgz");
+    let p = d.profile.unwrap();
+    assert_eq!(p.timeout_secs, 300);
+    assert_eq!(p.limits.max_file_size, Some(10 << 20));
+    assert!(p.network);
+}
+
+#[test]
+fn kill_needs_signals_outside_the_action() {
+    let d = sh(&engine("EXECUTION_MODE=privileged"), "kill 1234");
+    let p = d.profile.unwrap();
+    assert!(!p.scope_signals);
+    assert!(p.capabilities.iter().any(|c| c == "CAP_KILL"));
+    let d = sh(&engine("EXECUTION_MODE=privileged"), "ls");
+    assert!(d.profile.unwrap().scope_signals);
+}
+
+#[test]
+fn normalized_is_one_line_after_unwrapping() {
+    let d = sh(&engine(""), "sudo timeout 5 nice -n 1 ls -la\n echo 'a b'");
+    assert_eq!(d.normalized, "ls -la ; echo 'a b'");
+}
