@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read as _, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -174,8 +174,6 @@ fn read_head(head_path: &Path) -> Result<Option<(u64, String)>> {
     }
 }
 
-use std::io::Read as _;
-
 impl Audit {
     /// Opens the log for appending after verifying the whole chain. A broken
     /// chain is an error: no session starts until an operator runs
@@ -254,69 +252,6 @@ impl Audit {
     }
 }
 
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    fn temp_dir(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("sysward-audit-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
-    fn write_three(dir: &Path) -> (PathBuf, PathBuf) {
-        let (log, head) = (dir.join("audit.log"), dir.join("audit.head"));
-        let a = Audit::open(&log, &head).unwrap();
-        for i in 0..3 {
-            a.record(json!({"event": "test", "i": i})).unwrap();
-        }
-        a.anchor().unwrap();
-        (log, head)
-    }
-
-    #[test]
-    fn chain_verifies_and_reopens_at_the_right_sequence() {
-        let dir = temp_dir("ok");
-        let (log, head) = write_three(&dir);
-        let v = verify(&log, &head).unwrap();
-        assert_eq!((v.records, v.first_break), (3, None));
-        let a = Audit::open(&log, &head).unwrap();
-        assert_eq!(a.record(json!({"event": "more"})).unwrap(), 4);
-    }
-
-    #[test]
-    fn tampering_is_detected() {
-        let dir = temp_dir("tamper");
-        let (log, head) = write_three(&dir);
-        let original = std::fs::read(&log).unwrap();
-        let lines: Vec<&[u8]> = original.split_inclusive(|b| *b == b'\n').collect();
-
-        // flipped byte inside record 2
-        let mut flipped = original.clone();
-        let pos = lines[0].len() + lines[1].len() / 2;
-        flipped[pos] ^= 0x01;
-        std::fs::write(&log, &flipped).unwrap();
-        let b = verify(&log, &head).unwrap().first_break.unwrap();
-        assert_eq!(b.line, 2, "{b:?}");
-
-        // deleted record 2
-        std::fs::write(&log, [lines[0], lines[2]].concat()).unwrap();
-        assert_eq!(verify(&log, &head).unwrap().first_break.unwrap().line, 2);
-
-        // reordered
-        std::fs::write(&log, [lines[0], lines[2], lines[1]].concat()).unwrap();
-        assert!(verify(&log, &head).unwrap().first_break.is_some());
-
-        // truncated tail: caught by the head anchor
-        std::fs::write(&log, [lines[0], lines[1]].concat()).unwrap();
-        let b = verify(&log, &head).unwrap().first_break.unwrap();
-        assert!(b.problem.contains("head anchor"), "{b:?}");
-        assert!(Audit::open(&log, &head).is_err());
-    }
-}
-
 /// After an operator saw a break: the damaged log is kept aside (never
 /// deleted) and a new chain starts with a record of the acknowledgement.
 pub fn acknowledge_break(layout: &crate::project::Layout, brk: &ChainBreak) -> Result<()> {
@@ -392,4 +327,67 @@ pub fn render_record(v: &Value) -> String {
         _ => crate::sanitize::one_line(&e.to_string(), 300),
     };
     format!("{} #{} {:<14} {}", time, v["seq"], kind, detail)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("sysward-audit-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn write_three(dir: &Path) -> (PathBuf, PathBuf) {
+        let (log, head) = (dir.join("audit.log"), dir.join("audit.head"));
+        let a = Audit::open(&log, &head).unwrap();
+        for i in 0..3 {
+            a.record(json!({"event": "test", "i": i})).unwrap();
+        }
+        a.anchor().unwrap();
+        (log, head)
+    }
+
+    #[test]
+    fn chain_verifies_and_reopens_at_the_right_sequence() {
+        let dir = temp_dir("ok");
+        let (log, head) = write_three(&dir);
+        let v = verify(&log, &head).unwrap();
+        assert_eq!((v.records, v.first_break), (3, None));
+        let a = Audit::open(&log, &head).unwrap();
+        assert_eq!(a.record(json!({"event": "more"})).unwrap(), 4);
+    }
+
+    #[test]
+    fn tampering_is_detected() {
+        let dir = temp_dir("tamper");
+        let (log, head) = write_three(&dir);
+        let original = std::fs::read(&log).unwrap();
+        let lines: Vec<&[u8]> = original.split_inclusive(|b| *b == b'\n').collect();
+
+        // flipped byte inside record 2
+        let mut flipped = original.clone();
+        let pos = lines[0].len() + lines[1].len() / 2;
+        flipped[pos] ^= 0x01;
+        std::fs::write(&log, &flipped).unwrap();
+        let b = verify(&log, &head).unwrap().first_break.unwrap();
+        assert_eq!(b.line, 2, "{b:?}");
+
+        // deleted record 2
+        std::fs::write(&log, [lines[0], lines[2]].concat()).unwrap();
+        assert_eq!(verify(&log, &head).unwrap().first_break.unwrap().line, 2);
+
+        // reordered
+        std::fs::write(&log, [lines[0], lines[2], lines[1]].concat()).unwrap();
+        assert!(verify(&log, &head).unwrap().first_break.is_some());
+
+        // truncated tail: caught by the head anchor
+        std::fs::write(&log, [lines[0], lines[1]].concat()).unwrap();
+        let b = verify(&log, &head).unwrap().first_break.unwrap();
+        assert!(b.problem.contains("head anchor"), "{b:?}");
+        assert!(Audit::open(&log, &head).is_err());
+    }
 }

@@ -165,12 +165,10 @@ fn ask_approval(
         match answer.as_str() {
             "y" | "Y" => return Ok((ApprovalDecision::AllowOnce, String::new())),
             "s" | "S" => {
-                if read(
+                let confirm = read(
                     "allow this exact command for the rest of the session? type 'yes' to confirm: ",
-                )?
-                .as_deref()
-                    == Some("yes")
-                {
+                )?;
+                if confirm.as_deref() == Some("yes") {
                     return Ok((
                         ApprovalDecision::AllowSession { confirmed: true },
                         String::new(),

@@ -278,16 +278,17 @@ pub fn read_checked(path: &Path, max: u64, warnings: &mut Vec<String>) -> Result
     Ok(text)
 }
 
-/// The per-project lock: two sessions never run on one project.
+/// The per-project lock: two sessions never run on one project. Released when
+/// dropped (or when the process dies).
 pub struct ProjectLock {
-    _file: File,
+    _lock: nix::fcntl::Flock<File>,
 }
 
 impl ProjectLock {
     pub fn acquire(layout: &Layout) -> Result<ProjectLock> {
         ensure_private_dir(&layout.agent_dir())?;
         let path = layout.lock_file();
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
@@ -296,15 +297,12 @@ impl ProjectLock {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)
             .with_context(|| format!("cannot open lock {}", path.display()))?;
-        match nix::fcntl::Flock::lock(
-            file.try_clone()?,
+        let mut lock = match nix::fcntl::Flock::lock(
+            file,
             nix::fcntl::FlockArg::LockExclusiveNonblock,
         ) {
-            Ok(lock) => {
-                // Keep the lock alive for the life of the session.
-                std::mem::forget(lock);
-            }
-            Err((_, _)) => {
+            Ok(lock) => lock,
+            Err((mut file, _)) => {
                 let mut holder = String::new();
                 let _ = file.read_to_string(&mut holder);
                 bail!(
@@ -312,10 +310,10 @@ impl ProjectLock {
                     holder.trim()
                 );
             }
-        }
-        file.set_len(0)?;
-        write!(file, "{}", std::process::id())?;
-        Ok(ProjectLock { _file: file })
+        };
+        lock.set_len(0)?;
+        write!(lock, "{}", std::process::id())?;
+        Ok(ProjectLock { _lock: lock })
     }
 }
 

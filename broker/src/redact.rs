@@ -398,6 +398,61 @@ impl StreamRedactor {
     }
 }
 
+/// Redacts every text field of a tool result going back to the agent
+/// (stdout, stderr, message, saved_output) and adds the count to
+/// `result.redactions`. A second layer: the streams should already have gone
+/// through a [`StreamRedactor`] before they were cut to head and tail, since a
+/// cut through the middle of a value leaves a part no one-shot pass can
+/// recognise.
+pub fn redact_tool_result(
+    r: &Redactor,
+    result: &mut sysward_ipc::agent::ToolResult,
+) -> RedactionCounts {
+    let mut total = RedactionCounts::default();
+    if r.is_empty() {
+        return total;
+    }
+    for field in [&mut result.stdout, &mut result.stderr, &mut result.message] {
+        let (text, c) = r.redact_str(field);
+        if !c.is_empty() {
+            *field = text;
+            total.add(&c);
+        }
+    }
+    if let Some(p) = &mut result.saved_output {
+        let (text, c) = r.redact_str(p);
+        *p = text;
+        total.add(&c);
+    }
+    result.redactions = result
+        .redactions
+        .saturating_add(total.total().min(u64::from(u32::MAX)) as u32);
+    total
+}
+
+/// Redacts a file change (its diff holds the old and new content, so a secret
+/// written by `write_file` would otherwise reach the audit log and the model).
+pub fn redact_file_change(
+    r: &Redactor,
+    change: &mut sysward_ipc::exec::FileChange,
+) -> RedactionCounts {
+    let mut total = RedactionCounts::default();
+    if r.is_empty() {
+        return total;
+    }
+    for field in [&mut change.path, &mut change.diff, &mut change.rollback] {
+        let (text, c) = r.redact_str(field);
+        *field = text;
+        total.add(&c);
+    }
+    if let Some(b) = &mut change.backup {
+        let (text, c) = r.redact_str(b);
+        *b = text;
+        total.add(&c);
+    }
+    total
+}
+
 /// Masks a credential for display: the first 6 and last 3 characters of a long
 /// one (`sk-2f1...8a9`), nothing of a short one. (Same rule as
 /// `config::mask_secret`.)
@@ -695,43 +750,93 @@ mod tests {
     }
 
     #[test]
+    fn tool_results_and_file_changes_are_redacted() {
+        let red = r(&[("db", "s3cr3t-value")]);
+        let mut res = sysward_ipc::agent::ToolResult::refused(
+            "c1",
+            sysward_ipc::agent::ToolStatus::Ok,
+            "note s3cr3t-value",
+        );
+        res.stdout = "out s3cr3t-value".to_string();
+        res.stderr = "err 73336372337420".to_string();
+        res.redactions = 1;
+        let c = redact_tool_result(&red, &mut res);
+        assert_eq!(c.total(), 2);
+        assert_eq!(res.redactions, 3);
+        assert_eq!(res.stdout, "out {{secret:db}}");
+        assert_eq!(res.message, "note {{secret:db}}");
+        assert_eq!(res.stderr, "err 73336372337420", "not a whole hex form");
+        let mut ch = sysward_ipc::exec::FileChange {
+            path: "/etc/app/pw".to_string(),
+            diff: "-old\n+s3cr3t-value\n".to_string(),
+            backup: None,
+            rollback: String::new(),
+        };
+        assert_eq!(redact_file_change(&red, &mut ch).total(), 1);
+        assert_eq!(ch.diff, "-old\n+{{secret:db}}\n");
+    }
+
+    #[test]
     #[ignore = "benchmark: cargo test --release -- --ignored --nocapture bench_"]
     fn bench_redactor_throughput() {
         let names: Vec<(String, String)> = (0..20)
             .map(|i| (format!("s{i}"), format!("Secret-Value-{i}-xYz!@#{i}")))
             .collect();
-        let red = Arc::new(Redactor::new(
+        let many = Arc::new(Redactor::new(
             names
                 .iter()
                 .map(|(n, v)| RedactEntry::secret(n, v.as_bytes()))
                 .collect(),
         ));
-        let mut text = Vec::new();
-        let line = b"2026-11-29T15:00:00Z host nginx[1234]: GET /api/v1/items?id=42 200 1532 \"Mozilla/5.0\" 0a1b2c3d4e5f ZXhhbXBsZQ==\n";
-        while text.len() < 64 << 20 {
-            text.extend_from_slice(line);
+        let one = Arc::new(Redactor::new(vec![RedactEntry::secret(
+            "db",
+            b"Tr0ub4dor&3 horse",
+        )]));
+        let log_line: &[u8] = b"2026-11-29T15:00:00Z host nginx[1234]: GET /api/v1/items?id=42 200 1532 \"Mozilla/5.0\" 0a1b2c3d4e5f ZXhhbXBsZQ==\n";
+        // xxd-like hex dump: every position starts a hex pair, the worst case
+        // for the two-byte index (hex patterns of all secrets are candidates).
+        let hex_line: &[u8] =
+            b"00000010: 3031 3233 3435 3637 3839 6162 6364 6566  0123456789abcdef\n";
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let random: Vec<u8> = (0..64 << 20)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect();
+        let fill = |line: &[u8]| {
+            let mut t = Vec::with_capacity(64 << 20);
+            while t.len() < 64 << 20 {
+                t.extend_from_slice(line);
+            }
+            t
+        };
+        for (what, text) in [
+            ("log text", fill(log_line)),
+            ("hex dump", fill(hex_line)),
+            ("random bytes", random),
+        ] {
+            for (label, red) in [("20 secrets", &many), ("1 secret", &one)] {
+                let t = std::time::Instant::now();
+                let (out, _) = red.redact_bytes(&text);
+                let one_shot = text.len() as f64 / t.elapsed().as_secs_f64() / 1e6;
+                assert!(!out.is_empty());
+                let t = std::time::Instant::now();
+                let mut s = red.stream();
+                let mut n = 0;
+                for chunk in text.chunks(64 << 10) {
+                    n += s.push(chunk).len();
+                }
+                n += s.finish().len();
+                let streamed = text.len() as f64 / t.elapsed().as_secs_f64() / 1e6;
+                assert!(n > 0);
+                println!(
+                    "{what:>12}, {label:>10} ({:>3} patterns): one-shot {one_shot:>5.0} MB/s, stream (64 KiB chunks) {streamed:>5.0} MB/s",
+                    red.pattern_count()
+                );
+            }
         }
-        let t = std::time::Instant::now();
-        let (out, _) = red.redact_bytes(&text);
-        let secs = t.elapsed().as_secs_f64();
-        assert_eq!(out.len(), text.len());
-        println!(
-            "one-shot: {} patterns, {:.0} MB/s",
-            red.pattern_count(),
-            text.len() as f64 / secs / 1e6
-        );
-        let t = std::time::Instant::now();
-        let mut s = red.stream();
-        let mut n = 0;
-        for chunk in text.chunks(64 << 10) {
-            n += s.push(chunk).len();
-        }
-        n += s.finish().len();
-        let secs = t.elapsed().as_secs_f64();
-        assert_eq!(n, text.len());
-        println!(
-            "stream (64 KiB chunks): {:.0} MB/s",
-            text.len() as f64 / secs / 1e6
-        );
     }
 }

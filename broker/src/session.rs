@@ -268,7 +268,11 @@ impl<'a> Session<'a> {
                 HELLO_TIMEOUT.as_secs()
             );
         }
-        match self.recv()? {
+        let hello = match self.recv() {
+            Ok(h) => h,
+            Err(e) => return Err(self.agent_lost(e)),
+        };
+        match hello {
             AgentRequest::Hello { build } if build == BUILD_VERSION => {}
             AgentRequest::Hello { build } => {
                 let reason = format!(

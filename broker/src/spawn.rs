@@ -116,22 +116,31 @@ pub fn spawn_with_fds(
         .stdout(stdout)
         .stderr(stderr);
     // SAFETY: the closure runs between fork and exec in the child and calls only
-    // async-signal-safe functions (dup2, fcntl) on fds it owns.
+    // async-signal-safe functions (fcntl, dup2) on fds it owns. Both fds are
+    // first copied above 10 (close-on-exec), so neither can clobber the other
+    // when one of them already sits at 3 or 4; dup2 onto 3/4 clears
+    // close-on-exec on the copies the program keeps.
     unsafe {
         cmd.pre_exec(move || {
-            if fd == EXEC_CHANNEL_FD {
-                let flags = libc::fcntl(fd, libc::F_GETFD);
-                if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
-                    return Err(std::io::Error::last_os_error());
+            let high = |fd: i32| {
+                let copy = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10);
+                if copy < 0 {
+                    Err(std::io::Error::last_os_error())
+                } else {
+                    Ok(copy)
                 }
-            } else if libc::dup2(fd, EXEC_CHANNEL_FD) < 0 {
+            };
+            let channel = high(fd)?;
+            let extra = match extra_fd {
+                Some(e) => Some(high(e)?),
+                None => None,
+            };
+            if libc::dup2(channel, EXEC_CHANNEL_FD) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            if let Some(extra) = extra_fd {
-                // dup2 clears close-on-exec on the copy; the original stays.
-                if extra == EXTRA_FD || extra == EXEC_CHANNEL_FD || libc::dup2(extra, EXTRA_FD) < 0
-                {
-                    return Err(std::io::Error::from_raw_os_error(libc::EBADF));
+            if let Some(e) = extra {
+                if libc::dup2(e, EXTRA_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
                 }
             }
             Ok(())

@@ -60,7 +60,7 @@ fn hostile_frames_end_only_their_session() {
         return;
     }
     ensure_accounts();
-    let server = scenario(r#"{"steps":[{"content":"All good.\nTASK_STATUS: DONE"}]}"#);
+    let server = scenario(r#"{"steps":[{"repeat":20,"content":"All good.\nTASK_STATUS: DONE"}]}"#);
     let p = TestProject::new("faults");
     p.init_conf(&server, "")
         .agent_md("EXECUTION_MODE=guarded")

@@ -81,7 +81,7 @@ fn add_user(name: &str, groups: &[&str]) {
 }
 
 /// Runs `command` as `user` with that user's groups.
-fn as_user(user: &str, mut command: Command) -> Command {
+fn as_user(user: &str, command: Command) -> Command {
     let prog = command.get_program().to_owned();
     let args: Vec<_> = command.get_args().map(|a| a.to_owned()).collect();
     let mut c = Command::new("setpriv");

@@ -184,7 +184,11 @@ fn a_model_answering_garbage_or_hanging_ends_the_session_clearly() {
     ensure_accounts();
     for (name, step, expect) in [
         ("garbage", r#"{"garbage":"this is not json {{{"}"#, "model"),
-        ("hang", r#"{"hang":true}"#, "timed out"),
+        (
+            "hang",
+            r#"{"hang":true}"#,
+            "did not answer within request_timeout",
+        ),
     ] {
         let server = scenario(&format!(
             r#"{{"steps":[{step},{step},{step},{step},{step}]}}"#

@@ -32,10 +32,11 @@ fn main() {
             let _ = chan.send_frame(&frame);
         }
         "evil-huge" => {
-            // Larger than any agent frame may be (the 40 MiB tool-argument cap).
+            // One datagram far larger than any fragment may be: the broker
+            // must see MSG_TRUNC, not a silently cut message.
             let mut frame = encode(&hello).unwrap();
-            frame.resize(48 << 20, b'A');
-            let _ = chan.send_frame(&frame);
+            frame.resize(1 << 20, b'A');
+            let _ = chan.send_datagram(&frame);
         }
         "evil-random" => {
             let mut bytes = vec![0u8; 4096];
