@@ -111,6 +111,9 @@ pub struct Redactor {
     /// CSR index by the first two bytes: candidates for key k are
     /// `cands[starts[k]..starts[k + 1]]`, longest first.
     starts: Vec<u32>,
+    /// One bit per two-byte key that starts some pattern (8 KiB, stays in L1).
+    present: Vec<u64>,
+    has_single: bool,
     cands: Vec<u32>,
     /// One-byte patterns by their byte (u32::MAX: none).
     single: [u32; 256],
@@ -175,6 +178,13 @@ impl Redactor {
                 buckets[key(p.bytes[0], p.bytes[1])].push(i as u32);
             }
         }
+        let mut present = vec![0u64; 1 << 10];
+        for (k, b) in buckets.iter().enumerate() {
+            if !b.is_empty() {
+                present[k >> 6] |= 1 << (k & 63);
+            }
+        }
+        let has_single = single.iter().any(|s| *s != u32::MAX);
         let mut starts = Vec::with_capacity((1 << 16) + 1);
         let mut cands = Vec::new();
         for b in &buckets {
@@ -188,6 +198,8 @@ impl Redactor {
             labels,
             replacements,
             starts,
+            present,
+            has_single,
             cands,
             single,
             max_len,
@@ -301,8 +313,8 @@ impl Redactor {
             let mut hit: Option<usize> = None;
             if i + 1 < n {
                 let k = key(buf[i], buf[i + 1]);
-                let (a, b) = (self.starts[k] as usize, self.starts[k + 1] as usize);
-                if a != b {
+                if self.present[k >> 6] & (1 << (k & 63)) != 0 {
+                    let (a, b) = (self.starts[k] as usize, self.starts[k + 1] as usize);
                     for &pi in &self.cands[a..b] {
                         let p = &self.patterns[pi as usize].bytes;
                         if buf[i..].starts_with(p) {
@@ -312,7 +324,7 @@ impl Redactor {
                     }
                 }
             }
-            if hit.is_none() {
+            if hit.is_none() && self.has_single {
                 let s = self.single[usize::from(buf[i])];
                 if s != u32::MAX {
                     hit = Some(s as usize);
