@@ -604,13 +604,62 @@ fn forms(v: &[u8]) -> Vec<Vec<u8>> {
     f.push(url_encoded(v, true, false));
     f.push(url_encoded(v, false, false));
     f.push(url_encoded(v, true, true));
+    // Line-wrapped dumps of a file holding just the value: `base64` (76
+    // columns), PEM/openssl (64), `xxd -p` (60 hex digits), and xxd's default
+    // two-byte groups for a value that fits on one of its lines.
+    let std_padded = padded(base64_unpadded(v, B64_STD));
+    for width in [76, 64] {
+        if std_padded.len() > width {
+            f.push(wrapped(&std_padded, width));
+        }
+    }
+    let hex_lower = hex(v, false, None);
+    if hex_lower.len() > 60 {
+        f.push(wrapped(&hex_lower, 60));
+    }
+    if v.len() > 2 && v.len() <= 16 {
+        let groups: Vec<&[u8]> = hex_lower.chunks(4).collect();
+        f.push(groups.join(&b' '));
+    }
     if let Ok(s) = std::str::from_utf8(v) {
         if let Ok(json) = serde_json::to_string(s) {
             let inner = json.as_bytes()[1..json.len() - 1].to_vec();
             f.push(inner);
         }
+        if !s.is_ascii() {
+            f.push(json_ascii(s));
+        }
     }
     f
+}
+
+/// `data` with a newline after every `width` bytes (not after the last).
+fn wrapped(data: &[u8], width: usize) -> Vec<u8> {
+    let lines: Vec<&[u8]> = data.chunks(width).collect();
+    lines.join(&b'\n')
+}
+
+/// The JSON string body with every non-ASCII character as `\uXXXX` (lower
+/// case, surrogate pairs), as Python's `json.dumps` writes it by default.
+fn json_ascii(s: &str) -> Vec<u8> {
+    let mut out = String::new();
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || !c.is_ascii() => {
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.into_bytes()
 }
 
 #[cfg(test)]
@@ -689,6 +738,31 @@ mod tests {
                 assert!(!out.windows(core.len()).any(|w| w == core.as_slice()));
             }
         }
+    }
+
+    #[test]
+    fn wrapped_dumps_and_ascii_json_are_replaced() {
+        let long = "k".repeat(10) + &"Zq9-".repeat(20);
+        let red = r(&[("key", &long), ("short", "s3cret-value")]);
+        let enc = padded(base64_unpadded(long.as_bytes(), B64_STD));
+        for width in [76, 64] {
+            let text = [b"x\n".as_slice(), &wrapped(&enc, width), b"\ny"].concat();
+            assert_eq!(
+                red.redact_bytes(&text).0,
+                b"x\n{{secret:key}}\ny",
+                "width {width}"
+            );
+        }
+        let xxd_p = wrapped(&hex(long.as_bytes(), false, None), 60);
+        assert_eq!(red.redact_bytes(&xxd_p).0, b"{{secret:key}}");
+        let (t, _) = red.redact_str("00000000: 7333 6372 6574 2d76 616c 7565  {{x}}");
+        assert_eq!(t, "00000000: {{secret:short}}  {{x}}");
+        let red = r(&[("w", "wörd-\u{1F600}")]);
+        assert_eq!(json_ascii("wörd-\u{1F600}"), b"w\\u00f6rd-\\ud83d\\ude00");
+        assert_eq!(
+            red.redact_str(r#"{"p": "w\u00f6rd-\ud83d\ude00"}"#).0,
+            r#"{"p": "{{secret:w}}"}"#
+        );
     }
 
     #[test]

@@ -823,6 +823,13 @@ impl SecretStore {
                     "secret {name} has no scope ({name}.scope): it can go nowhere"
                 ));
             }
+            if secret.value.0.len() < 8 {
+                w.push(format!(
+                    "secret {name} is only {} bytes: every occurrence of that text in any output will be shown as {}",
+                    secret.value.0.len(),
+                    placeholder(name)
+                ));
+            }
             w.extend(secret.scope.warnings(name));
         }
         store.warnings.extend(w);
