@@ -184,6 +184,29 @@ impl Approval {
         out
     }
 
+    /// What the model is told when the request waits for a person: the task
+    /// should end BLOCKED with this.
+    pub fn blocked_message(&self) -> String {
+        format!(
+            "approval required: {} — no operator is attached; it waits as approval {} (`sysward approve {}`), after which the next run that makes this exact request proceeds once. End the task as BLOCKED and say so.",
+            crate::sanitize::one_line(&self.request.command, 2000),
+            self.id,
+            self.id
+        )
+    }
+
+    /// What the model is told when a person denied this request.
+    pub fn denied_message(&self) -> String {
+        match &self.note {
+            Some(n) => format!(
+                "denied by the operator (approval {}): {}",
+                self.id,
+                crate::sanitize::one_line(n, 500)
+            ),
+            None => format!("denied by the operator (approval {})", self.id),
+        }
+    }
+
     /// JSON for `sysward approvals --json`, with the status as of `now`.
     pub fn to_json(&self, now: i64) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);

@@ -1095,14 +1095,53 @@ impl SessionSecrets {
         env: &mut [(String, String)],
         mut stdin: Option<&mut String>,
     ) -> Result<Vec<Substitution>, SecretError> {
-        let prog = program.to_path_buf();
-        let mut plan: Vec<(Slot, String, Substitution)> = Vec::new();
-        if let Some(a0) = argv.first() {
-            if contains_placeholder(a0) {
-                return Err(SecretError::ProgramPlaceholder);
+        let plan = self.plan_command(program, argv, env, stdin.as_deref().map(String::as_str))?;
+        let mut done = Vec::new();
+        for (slot, value, record) in plan {
+            let value = value.to_string();
+            match slot {
+                Slot::Arg(i) => argv[i] = value,
+                Slot::Env(i) => env[i].1 = value,
+                Slot::Stdin => {
+                    if let Some(s) = stdin.as_deref_mut() {
+                        *s = value;
+                    }
+                }
             }
+            done.push(record);
         }
-        if contains_placeholder(&program.to_string_lossy()) {
+        Ok(done)
+    }
+
+    /// The checks of [`SessionSecrets::substitute_command`] without
+    /// substituting: call it before the decision and the approval prompt, so
+    /// nobody is asked to approve a request that cannot run.
+    pub fn check_command(
+        &self,
+        program: &Path,
+        argv: &[String],
+        env: &[(String, String)],
+        stdin: Option<&str>,
+    ) -> Result<Vec<Substitution>, SecretError> {
+        Ok(self
+            .plan_command(program, argv, env, stdin)?
+            .into_iter()
+            .map(|(_, _, record)| record)
+            .collect())
+    }
+
+    fn plan_command(
+        &self,
+        program: &Path,
+        argv: &[String],
+        env: &[(String, String)],
+        stdin: Option<&str>,
+    ) -> Result<Vec<(Slot, &str, Substitution)>, SecretError> {
+        let prog = program.to_path_buf();
+        let mut plan = Vec::new();
+        if argv.first().is_some_and(|a0| contains_placeholder(a0))
+            || contains_placeholder(&program.to_string_lossy())
+        {
             return Err(SecretError::ProgramPlaceholder);
         }
         for (i, a) in argv.iter().enumerate().skip(1) {
@@ -1115,7 +1154,7 @@ impl SessionSecrets {
                 )?;
                 plan.push((
                     Slot::Arg(i),
-                    v.to_string(),
+                    v,
                     sub(name, format!("argv[{i}]"), Some(program)),
                 ));
             } else if contains_placeholder(a) {
@@ -1131,16 +1170,14 @@ impl SessionSecrets {
                 });
             }
             if let Some(name) = exact_placeholder(v) {
-                let value = self.resolve(
-                    name,
-                    &Grant::Env {
-                        program: prog.clone(),
-                        var: k.clone(),
-                    },
-                )?;
+                let grant = Grant::Env {
+                    program: prog.clone(),
+                    var: k.clone(),
+                };
+                let value = self.resolve(name, &grant)?;
                 plan.push((
                     Slot::Env(i),
-                    value.to_string(),
+                    value,
                     sub(name, format!("env {k}"), Some(program)),
                 ));
             } else if contains_placeholder(v) {
@@ -1149,7 +1186,7 @@ impl SessionSecrets {
                 });
             }
         }
-        if let Some(s) = stdin.as_deref() {
+        if let Some(s) = stdin {
             if let Some(name) = exact_placeholder(s) {
                 let value = self.resolve(
                     name,
@@ -1159,7 +1196,7 @@ impl SessionSecrets {
                 )?;
                 plan.push((
                     Slot::Stdin,
-                    value.to_string(),
+                    value,
                     sub(name, "stdin".to_string(), Some(program)),
                 ));
             } else if contains_placeholder(s) {
@@ -1168,20 +1205,7 @@ impl SessionSecrets {
                 });
             }
         }
-        let mut done = Vec::new();
-        for (slot, value, record) in plan {
-            match slot {
-                Slot::Arg(i) => argv[i] = value,
-                Slot::Env(i) => env[i].1 = value,
-                Slot::Stdin => {
-                    if let Some(s) = stdin.as_deref_mut() {
-                        *s = value;
-                    }
-                }
-            }
-            done.push(record);
-        }
-        Ok(done)
+        Ok(plan)
     }
 
     /// A `shell` script never receives a secret: any placeholder in it is an

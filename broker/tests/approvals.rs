@@ -146,7 +146,16 @@ fn deny_with_a_note_is_reported_once_and_never_grants() {
         Some("use the app's cache purge[2J command")
     );
     assert!(store.take_granted(&key, "s2").unwrap().is_none());
+    assert!(a
+        .blocked_message()
+        .starts_with("approval required: rm -rf /var/cache/app"));
+    assert!(a
+        .blocked_message()
+        .contains(&format!("sysward approve {}", a.id)));
     let told = store.take_denied(&key, "s2").unwrap().unwrap();
+    assert!(told
+        .denied_message()
+        .ends_with(": use the app's cache purge[2J command"));
     assert_eq!(told.note, denied.note);
     assert!(store.take_denied(&key, "s3").unwrap().is_none());
     // asking again later makes a new pending approval

@@ -391,9 +391,18 @@ fn in_scope_whole_values_are_substituted_and_recorded_without_values() {
     let mut argv = strings(&["psql", "-h", "db1", "{{secret:db}}"]);
     let mut env = vec![("PGPASSWORD".to_string(), "{{secret:db}}".to_string())];
     let mut stdin = "{{secret:db}}".to_string();
+    // checked first (before the decision and any prompt), nothing changed
+    let checked = s.check_command(psql, &argv, &env, Some(&stdin)).unwrap();
+    assert_eq!(checked.len(), 3);
+    assert_eq!(argv[3], "{{secret:db}}");
+    let e = s
+        .check_command(Path::new("/usr/bin/curl"), &argv, &[], None)
+        .unwrap_err();
+    assert!(matches!(e, SecretError::OutOfScope { .. }));
     let subs = s
         .substitute_command(psql, &mut argv, &mut env, Some(&mut stdin))
         .unwrap();
+    assert_eq!(subs, checked);
     assert_eq!(argv[3], DB);
     assert_eq!(env[0].1, DB);
     assert_eq!(stdin, DB);
