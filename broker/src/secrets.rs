@@ -62,6 +62,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
+use sysward_ipc::exec::{ExecSpec, FileOp};
 
 /// The placeholder is `{{secret:NAME}}`.
 pub const PLACEHOLDER_OPEN: &str = "{{secret:";
@@ -1251,6 +1252,88 @@ impl SessionSecrets {
         Ok(Vec::new())
     }
 
+    /// Checks a file operation before the decision: only `write_file`'s
+    /// content may be a placeholder (for a path its scope grants); a
+    /// placeholder in any other field (paths, `edit_file`/`append_file` text,
+    /// a validate command) is refused. `reason` fields are never substituted
+    /// and are not checked.
+    pub fn check_file_op(&self, op: &FileOp) -> Result<Vec<Substitution>, SecretError> {
+        let mut op = op.clone();
+        let subs = self.substitute_file_op(&mut op);
+        if let FileOp::WriteFile(a) = &mut op {
+            let mut b = std::mem::take(&mut a.content).into_bytes();
+            redact::wipe(&mut b);
+        }
+        subs
+    }
+
+    /// Substitutes in a file operation (right before it goes to the
+    /// executor). A written secret gets mode 0600 unless the request gave a
+    /// mode; a mode readable by others is refused.
+    pub fn substitute_file_op(&self, op: &mut FileOp) -> Result<Vec<Substitution>, SecretError> {
+        let inspect = |e: serde_json::Error| {
+            SecretError::BadRequest(format!("cannot inspect the file operation: {e}"))
+        };
+        let fields = match &*op {
+            FileOp::WriteFile(a) => {
+                if exact_placeholder(&a.content).is_none() && contains_placeholder(&a.content) {
+                    return Err(SecretError::Embedded {
+                        field: "the file content".to_string(),
+                    });
+                }
+                // The content is judged here; every other field below.
+                let mut v = serde_json::to_value(a).map_err(inspect)?;
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("content");
+                }
+                v
+            }
+            other => serde_json::to_value(other).map_err(inspect)?,
+        };
+        check_json_strings(self, &fields, "")?;
+        let FileOp::WriteFile(a) = op else {
+            return Ok(Vec::new());
+        };
+        if exact_placeholder(&a.content).is_none() {
+            return Ok(Vec::new());
+        }
+        match &a.mode {
+            None => a.mode = Some("0600".to_string()),
+            Some(m) => {
+                let bits = u32::from_str_radix(m.trim_start_matches("0o"), 8)
+                    .map_err(|_| SecretError::BadRequest(format!("mode {m:?} is not octal")))?;
+                if bits & 0o007 != 0 {
+                    return Err(SecretError::BadRequest(format!(
+                        "a file holding a secret may not be accessible to other users (mode {m}); use 0600 or 0640"
+                    )));
+                }
+            }
+        }
+        let path = PathBuf::from(&a.path);
+        self.substitute_file_content(&path, &mut a.content)
+    }
+
+    /// Substitutes in a whole executor spec: a command's argv (argv[0] is the
+    /// resolved program) and environment, or a file operation. Call it on the
+    /// spec only — never on the plan, which stays with placeholders for the
+    /// audit and the display.
+    pub fn substitute_spec(&self, spec: &mut ExecSpec) -> Result<Vec<Substitution>, SecretError> {
+        match spec {
+            ExecSpec::Command { command, .. } => {
+                let program = PathBuf::from(command.argv.first().map(String::as_str).unwrap_or(""));
+                self.check_text("the working directory", &command.cwd)?;
+                self.substitute_command(&program, &mut command.argv, &mut command.env, None)
+            }
+            ExecSpec::File { op, env, .. } => {
+                for (k, v) in env.iter() {
+                    self.check_text("the environment", k)?;
+                    self.check_text("the environment", v)?;
+                }
+                self.substitute_file_op(op)
+            }
+        }
+    }
+
     /// Any other field (a path, cwd, edit_file's strings, append_file's
     /// content): a placeholder there is an error, nothing is substituted.
     pub fn check_text(&self, field: &str, text: &str) -> Result<(), SecretError> {
@@ -1260,6 +1343,23 @@ impl SessionSecrets {
             });
         }
         Ok(())
+    }
+}
+
+/// Refuses a placeholder in any string of `v` except under a `reason` key.
+fn check_json_strings(
+    s: &SessionSecrets,
+    v: &serde_json::Value,
+    key: &str,
+) -> Result<(), SecretError> {
+    use serde_json::Value;
+    match v {
+        Value::String(t) if key != "reason" => s.check_text(&format!("the {key} field"), t),
+        Value::Array(items) => items.iter().try_for_each(|i| check_json_strings(s, i, key)),
+        Value::Object(map) => map
+            .iter()
+            .try_for_each(|(k, i)| check_json_strings(s, i, k)),
+        _ => Ok(()),
     }
 }
 

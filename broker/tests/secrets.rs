@@ -707,3 +707,163 @@ fn ctrl_c_cancels_and_restores_the_terminal() {
     assert!(!String::from_utf8_lossy(&echoed).contains("half"));
     assert!(echo_back, "echo restored after Ctrl+C");
 }
+
+// ---- whole executor specs ----
+
+fn profile() -> sysward_ipc::profile::ConfinementProfile {
+    sysward_ipc::profile::ConfinementProfile {
+        name: "write".to_string(),
+        uid: 0,
+        gid: 0,
+        groups: vec![],
+        capabilities: vec![],
+        read_paths: vec!["/".to_string()],
+        read_all_except: None,
+        write_paths: vec![],
+        write_all_except: None,
+        network: false,
+        scope_signals: true,
+        allow_mount: false,
+        timeout_secs: 10,
+        limits: Default::default(),
+        scratch_dir: None,
+    }
+}
+
+fn write_op(path: &str, content: &str, mode: Option<&str>) -> sysward_ipc::exec::FileOp {
+    sysward_ipc::exec::FileOp::WriteFile(sysward_ipc::exec::WriteFileArgs {
+        path: path.to_string(),
+        content: content.to_string(),
+        mode: mode.map(str::to_string),
+        validate: None,
+        reason: Some("store {{secret:db}} for the app".to_string()),
+    })
+}
+
+#[test]
+fn executor_specs_and_file_operations() {
+    use sysward_ipc::exec::{
+        AppendFileArgs, CommandSpec, EditFileArgs, ExecSpec, FileOp, ValidateCommand,
+    };
+    need_root!();
+    let s = session(&standard("spec"));
+    // a command spec: argv[0] is the resolved program, env the full environment
+    let mut spec = ExecSpec::Command {
+        id: 1,
+        profile: profile(),
+        command: CommandSpec {
+            argv: strings(&["/usr/bin/psql", "-h", "db1"]),
+            env: vec![
+                ("PATH".to_string(), "/usr/bin:/bin".to_string()),
+                ("PGPASSWORD".to_string(), "{{secret:db}}".to_string()),
+            ],
+            cwd: "/root".to_string(),
+            netns_path: None,
+            cgroup_dir: None,
+        },
+    };
+    let subs = s.substitute_spec(&mut spec).unwrap();
+    assert_eq!(subs[0].delivery, "env PGPASSWORD");
+    let ExecSpec::Command { command, .. } = &spec else {
+        panic!()
+    };
+    assert_eq!(command.env[1].1, DB);
+    // the same spec for curl is denied
+    let mut spec = ExecSpec::Command {
+        id: 2,
+        profile: profile(),
+        command: CommandSpec {
+            argv: strings(&["/usr/bin/curl", "{{secret:db}}"]),
+            env: vec![],
+            cwd: "/root".to_string(),
+            netns_path: None,
+            cgroup_dir: None,
+        },
+    };
+    assert!(matches!(
+        s.substitute_spec(&mut spec),
+        Err(SecretError::OutOfScope { .. })
+    ));
+
+    // write_file of exactly the placeholder to the granted path: checked, then
+    // substituted, with mode 0600 by default; the reason is never substituted
+    let op = write_op("/etc/app/db.pw", "{{secret:db}}", None);
+    assert_eq!(s.check_file_op(&op).unwrap().len(), 1);
+    let mut spec = ExecSpec::File {
+        id: 3,
+        profile: profile(),
+        op,
+        backup: false,
+        env: vec![],
+    };
+    s.substitute_spec(&mut spec).unwrap();
+    let ExecSpec::File {
+        op: FileOp::WriteFile(a),
+        ..
+    } = &spec
+    else {
+        panic!()
+    };
+    assert_eq!(a.content, DB);
+    assert_eq!(a.mode.as_deref(), Some("0600"));
+    assert_eq!(a.reason.as_deref(), Some("store {{secret:db}} for the app"));
+    // a group-readable mode is fine, a world-readable one is not
+    assert!(s
+        .check_file_op(&write_op("/etc/app/db.pw", "{{secret:db}}", Some("0640")))
+        .is_ok());
+    let e = s
+        .check_file_op(&write_op("/etc/app/db.pw", "{{secret:db}}", Some("0644")))
+        .unwrap_err();
+    assert!(e.to_string().contains("other users"), "{e}");
+    // another path, embedded content, a placeholder in the path or validate command
+    assert!(matches!(
+        s.check_file_op(&write_op("/etc/app/other", "{{secret:db}}", None)),
+        Err(SecretError::OutOfScope { .. })
+    ));
+    assert!(matches!(
+        s.check_file_op(&write_op("/etc/app/db.pw", "pw={{secret:db}}", None)),
+        Err(SecretError::Embedded { .. })
+    ));
+    assert!(s
+        .check_file_op(&write_op("/etc/{{secret:db}}", "x", None))
+        .is_err());
+    let mut with_validate = write_op("/etc/app/db.pw", "{{secret:db}}", None);
+    if let FileOp::WriteFile(a) = &mut with_validate {
+        a.validate = Some(ValidateCommand {
+            command: "/usr/bin/check".to_string(),
+            args: Some(strings(&["{{secret:db}}"])),
+        });
+    }
+    assert!(matches!(
+        s.check_file_op(&with_validate),
+        Err(SecretError::Embedded { .. })
+    ));
+    // append_file and edit_file never receive a secret
+    let append = FileOp::AppendFile(AppendFileArgs {
+        path: "/etc/app/db.pw".to_string(),
+        content: "{{secret:db}}".to_string(),
+        reason: None,
+    });
+    assert!(matches!(
+        s.check_file_op(&append),
+        Err(SecretError::Embedded { .. })
+    ));
+    let edit = FileOp::EditFile(EditFileArgs {
+        path: "/etc/app/conf".to_string(),
+        old_text: "password=".to_string(),
+        new_text: "password={{secret:db}}".to_string(),
+        validate: None,
+        reason: None,
+    });
+    assert!(matches!(
+        s.check_file_op(&edit),
+        Err(SecretError::Embedded { .. })
+    ));
+    // ordinary writes pass untouched
+    let mut plain = write_op("/etc/app/conf", "port=5432\n", None);
+    assert!(s.substitute_file_op(&mut plain).unwrap().is_empty());
+    let FileOp::WriteFile(a) = &plain else {
+        panic!()
+    };
+    assert_eq!(a.mode, None);
+}
