@@ -354,8 +354,18 @@ fn key(a: u8, b: u8) -> usize {
 /// Redaction of a stream that arrives in chunks (an action's stdout or stderr).
 pub struct StreamRedactor {
     redactor: Arc<Redactor>,
-    carry: Vec<u8>,
+    /// Bytes not yet emitted start at `start`; the part before it is
+    /// compacted away once it is at least half the buffer, so each byte is
+    /// moved a bounded number of times however small the chunks are.
+    buf: Vec<u8>,
+    start: usize,
     counts: Vec<u64>,
+}
+
+impl Drop for StreamRedactor {
+    fn drop(&mut self) {
+        wipe(&mut self.buf);
+    }
 }
 
 impl StreamRedactor {
@@ -363,7 +373,8 @@ impl StreamRedactor {
         let n = redactor.labels.len();
         StreamRedactor {
             redactor,
-            carry: Vec::new(),
+            buf: Vec::new(),
+            start: 0,
             counts: vec![0; n],
         }
     }
@@ -375,32 +386,40 @@ impl StreamRedactor {
         if r.is_empty() {
             return data.to_vec();
         }
-        let mut buf = std::mem::take(&mut self.carry);
-        buf.extend_from_slice(data);
+        self.buf.extend_from_slice(data);
         let keep = r.max_len - 1;
-        if buf.len() <= keep {
-            self.carry = buf;
+        let pending = self.buf.len() - self.start;
+        if pending <= keep {
             return Vec::new();
         }
-        let limit = buf.len() - keep;
-        let mut out = Vec::with_capacity(buf.len());
-        let end = r.scan(&buf, limit, &mut out, &mut self.counts);
-        self.carry = buf[end..].to_vec();
-        wipe(&mut buf);
+        let limit = pending - keep;
+        let mut out = Vec::with_capacity(limit + 64);
+        let end = r.scan(&self.buf[self.start..], limit, &mut out, &mut self.counts);
+        self.start += end;
+        if self.start >= 4096 && self.start * 2 >= self.buf.len() {
+            for b in &mut self.buf[..self.start] {
+                *b = 0;
+            }
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
         out
     }
 
     /// The end of the stream: the held-back bytes, redacted.
     pub fn finish(&mut self) -> Vec<u8> {
         let r = Arc::clone(&self.redactor);
-        let mut buf = std::mem::take(&mut self.carry);
-        if r.is_empty() {
-            return buf;
-        }
-        let mut out = Vec::with_capacity(buf.len());
-        let end = r.scan(&buf, buf.len(), &mut out, &mut self.counts);
-        out.extend_from_slice(&buf[end..]);
-        wipe(&mut buf);
+        let rest = &self.buf[self.start..];
+        let out = if r.is_empty() {
+            rest.to_vec()
+        } else {
+            let mut out = Vec::with_capacity(rest.len());
+            let end = r.scan(rest, rest.len(), &mut out, &mut self.counts);
+            out.extend_from_slice(&rest[end..]);
+            out
+        };
+        wipe(&mut self.buf);
+        self.start = 0;
         out
     }
 
@@ -797,6 +816,39 @@ mod tests {
         }
         out.extend(s.finish());
         assert_eq!(out, whole);
+    }
+
+    #[test]
+    fn byte_at_a_time_with_a_large_secret_stays_linear() {
+        let key: String = (0..3000).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+        let red = Arc::new(Redactor::new(vec![RedactEntry::secret(
+            "key",
+            key.as_bytes(),
+        )]));
+        assert!(red.max_len() > 8000, "spaced hex of 3000 bytes");
+        let mut text = Vec::new();
+        for i in 0..200 {
+            text.extend_from_slice(format!("line {i} ").as_bytes());
+            if i % 50 == 7 {
+                text.extend_from_slice(key.as_bytes());
+            }
+        }
+        text.extend(std::iter::repeat_n(b'z', 1 << 20));
+        let t = std::time::Instant::now();
+        let mut s = red.stream();
+        let mut out = Vec::new();
+        for b in &text {
+            out.extend(s.push(std::slice::from_ref(b)));
+        }
+        out.extend(s.finish());
+        assert_eq!(out, red.redact_bytes(&text).0);
+        assert_eq!(s.counts().total(), 4);
+        // Quadratic copying of the 9 KB carry would take many seconds here.
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "{:?}",
+            t.elapsed()
+        );
     }
 
     #[test]
