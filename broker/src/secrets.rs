@@ -1510,6 +1510,20 @@ pub fn read_secret_no_echo(prompt: &str) -> Result<String, SecretPromptError> {
     read_secret_from(libc::STDIN_FILENO, &mut stdin.lock(), &mut err, prompt)
 }
 
+/// The whole `ask_secret` exchange on this process's terminal: shows the
+/// request (name, where the value will go, the model's reason) on stderr and
+/// reads the value without echo. `Ok(None)`: the operator refused (empty line).
+pub fn ask_secret_on_terminal(
+    name: &str,
+    scope: &Scope,
+    reason: &str,
+) -> Result<Option<String>, SecretPromptError> {
+    let mut err = std::io::stderr();
+    let _ = write!(err, "{}", render_ask_prompt(name, scope, reason));
+    let value = read_secret_no_echo("value: ")?;
+    Ok((!value.is_empty()).then_some(value))
+}
+
 /// The same on explicit descriptors (for tests and for the control client):
 /// `fd` is checked for a terminal; `plain` is used to read when it is not.
 pub fn read_secret_from(
