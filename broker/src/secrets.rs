@@ -72,6 +72,9 @@ pub const MAX_SECRET_BYTES: usize = 64 << 10;
 pub const MAX_NAME_LEN: usize = 64;
 /// At most this many stored secrets (directory plus credentials).
 pub const MAX_SECRETS: usize = 256;
+/// At most this many bytes of stored secret values in all (each value is
+/// searched for in ~15 encodings in every output).
+pub const MAX_TOTAL_BYTES: usize = 1 << 20;
 /// At most this many secrets typed in one session.
 pub const MAX_SESSION_SECRETS: usize = 16;
 const MAX_SCOPE_FILE: u64 = 16 << 10;
@@ -847,6 +850,14 @@ impl SecretStore {
         if self.secrets.len() >= MAX_SECRETS {
             return Err(SecretError::BadRequest(format!(
                 "more than {MAX_SECRETS} secrets"
+            )));
+        }
+        let total: usize = self.secrets.values().map(|s| s.value.0.len()).sum();
+        if total + value.len() > MAX_TOTAL_BYTES {
+            let mut b = value.into_bytes();
+            redact::wipe(&mut b);
+            return Err(SecretError::BadRequest(format!(
+                "the secrets hold more than {MAX_TOTAL_BYTES} bytes in all: keep large files (certificates, keystores) out of the secret store"
             )));
         }
         self.secrets.insert(
