@@ -249,7 +249,7 @@ impl PolicyBlock {
 fn render_size(n: u64) -> String {
     for (suffix, shift) in [("G", 30u32), ("M", 20), ("K", 10)] {
         let unit = 1u64 << shift;
-        if n >= unit && n % unit == 0 {
+        if n >= unit && n.is_multiple_of(unit) {
             return format!("{}{suffix}", n / unit);
         }
     }

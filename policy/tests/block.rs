@@ -7,7 +7,9 @@ use sysward_policy::{
 };
 
 fn block(body: &str) -> Result<sysward_policy::ParsedPolicy, PolicyError> {
-    parse_agent_md(&format!("# Agent\n\nSome prose.\n\n```policy\n{body}\n```\n"))
+    parse_agent_md(&format!(
+        "# Agent\n\nSome prose.\n\n```policy\n{body}\n```\n"
+    ))
 }
 
 fn err(body: &str) -> String {
@@ -70,12 +72,26 @@ fn every_directive_is_read() {
 
 #[test]
 fn booleans_accept_the_seed_spellings() {
-    for (v, want) in [("true", true), ("false", false), ("yes", true), ("no", false), ("1", true), ("0", false), ("on", true), ("off", false), ("ON", true), ("No", false)] {
+    for (v, want) in [
+        ("true", true),
+        ("false", false),
+        ("yes", true),
+        ("no", false),
+        ("1", true),
+        ("0", false),
+        ("on", true),
+        ("off", false),
+        ("ON", true),
+        ("No", false),
+    ] {
         let b = block(&format!("ALLOW_NETWORK={v}")).unwrap().block;
         assert_eq!(b.allow_network, want, "{v}");
     }
     let e = err("ALLOW_NETWORK=maybe");
-    assert_eq!(e, "line 6: invalid value for ALLOW_NETWORK: \"maybe\" (true/false, yes/no, 1/0 or on/off)");
+    assert_eq!(
+        e,
+        "line 6: invalid value for ALLOW_NETWORK: \"maybe\" (true/false, yes/no, 1/0 or on/off)"
+    );
 }
 
 #[test]
@@ -85,10 +101,22 @@ fn unrestricted_only_when_written_literally_and_grants_nothing() {
     for f in sysward_policy::ALLOW_FLAGS {
         assert_eq!(b.flag(f), Some(false), "unrestricted implies no {f}");
     }
-    for bad in ["Unrestricted", "UNRESTRICTED", "unrestricted!", "full", "root"] {
+    for bad in [
+        "Unrestricted",
+        "UNRESTRICTED",
+        "unrestricted!",
+        "full",
+        "root",
+    ] {
         let e = err(&format!("EXECUTION_MODE={bad}"));
-        assert!(e.starts_with("line 6: invalid value for EXECUTION_MODE"), "{e}");
-        assert!(e.contains("guarded, privileged or unrestricted, in lower case"), "{e}");
+        assert!(
+            e.starts_with("line 6: invalid value for EXECUTION_MODE"),
+            "{e}"
+        );
+        assert!(
+            e.contains("guarded, privileged or unrestricted, in lower case"),
+            "{e}"
+        );
     }
 }
 
@@ -96,7 +124,13 @@ fn unrestricted_only_when_written_literally_and_grants_nothing() {
 fn multiple_blocks_refuse_to_start() {
     let md = "```policy\nALLOW_NETWORK=true\n```\n\ntext\n\n```policy\nALLOW_DELETE=true\n```\n";
     let e = parse_agent_md(md).unwrap_err();
-    assert_eq!(e, PolicyError::MultiplePolicyBlocks { first: 1, second: 7 });
+    assert_eq!(
+        e,
+        PolicyError::MultiplePolicyBlocks {
+            first: 1,
+            second: 7
+        }
+    );
     assert_eq!(e.line(), 7);
     assert_eq!(
         e.to_string(),
@@ -107,7 +141,10 @@ fn multiple_blocks_refuse_to_start() {
 #[test]
 fn repeated_directive_refuses_to_start() {
     let e = err("ALLOW_NETWORK=true\nALLOW_NETWORK=false");
-    assert_eq!(e, "line 7: duplicate directive ALLOW_NETWORK (first set at line 6)");
+    assert_eq!(
+        e,
+        "line 7: duplicate directive ALLOW_NETWORK (first set at line 6)"
+    );
 }
 
 #[test]
@@ -137,15 +174,34 @@ fn invalid_values_name_the_line() {
 
 #[test]
 fn sizes_take_k_m_g() {
-    for (v, want) in [("1024", 1024u64), ("1K", 1024), ("2M", 2 << 20), ("3G", 3u64 << 30), ("5k", 5 << 10)] {
-        assert_eq!(block(&format!("MAX_DOWNLOAD_SIZE={v}")).unwrap().block.max_download_size, want, "{v}");
+    for (v, want) in [
+        ("1024", 1024u64),
+        ("1K", 1024),
+        ("2M", 2 << 20),
+        ("3G", 3u64 << 30),
+        ("5k", 5 << 10),
+    ] {
+        assert_eq!(
+            block(&format!("MAX_DOWNLOAD_SIZE={v}"))
+                .unwrap()
+                .block
+                .max_download_size,
+            want,
+            "{v}"
+        );
     }
 }
 
 #[test]
 fn syntax_errors_and_comments() {
-    assert_eq!(err("ALLOW_NETWORK true"), "line 6: expected KEY=VALUE in the policy block, found \"ALLOW_NETWORK true\"");
-    assert_eq!(err("=true"), "line 6: expected KEY=VALUE in the policy block, found \"=true\"");
+    assert_eq!(
+        err("ALLOW_NETWORK true"),
+        "line 6: expected KEY=VALUE in the policy block, found \"ALLOW_NETWORK true\""
+    );
+    assert_eq!(
+        err("=true"),
+        "line 6: expected KEY=VALUE in the policy block, found \"=true\""
+    );
     let p = block("# a comment\n\n   ALLOW_NETWORK = true   \nALLOW_DELETE=\"yes\"").unwrap();
     assert!(p.block.allow_network && p.block.allow_delete);
 }
@@ -184,7 +240,9 @@ fn render_round_trips() {
     assert!(text.contains("ALLOW_DELETE=false\n"));
     assert!(text.contains("MAX_DOWNLOAD_SIZE=1536K\n"));
     assert!(text.contains("COMMAND_DENY=git push\n"));
-    let again = parse_agent_md(&format!("```policy\n{text}```\n")).unwrap().block;
+    let again = parse_agent_md(&format!("```policy\n{text}```\n"))
+        .unwrap()
+        .block;
     let strip = |mut b: PolicyBlock| {
         for r in &mut b.rules {
             r.line = 0;
@@ -192,7 +250,9 @@ fn render_round_trips() {
         b
     };
     assert_eq!(strip(again), strip(p.block));
-    assert!(PolicyBlock::default().render().contains("# TASK_ORDER unset: lexicographic"));
+    assert!(PolicyBlock::default()
+        .render()
+        .contains("# TASK_ORDER unset: lexicographic"));
 }
 
 #[test]

@@ -56,7 +56,15 @@ fn corpus() {
         assert_eq!(cols.len(), 5, "line {}: {line:?}", lineno + 1);
         count += 1;
         let script = cols[0].replace("\\n", "\n");
-        let decide = |e: &Engine| e.decide(&Request::Shell { script: &script, cwd }, &LexicalPaths);
+        let decide = |e: &Engine| {
+            e.decide(
+                &Request::Shell {
+                    script: &script,
+                    cwd,
+                },
+                &LexicalPaths,
+            )
+        };
         let got_closed: String = closed.iter().map(|e| letter(&decide(e).verdict)).collect();
         let got_open: String = open.iter().map(|e| letter(&decide(e).verdict)).collect();
         let reference = decide(&open[5]);
@@ -74,6 +82,14 @@ fn corpus() {
             ));
         }
     }
-    assert!(count >= 400, "the corpus must hold at least 400 commands, has {count}");
-    assert!(failures.is_empty(), "{} corpus mismatches:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        count >= 400,
+        "the corpus must hold at least 400 commands, has {count}"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} corpus mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

@@ -22,7 +22,13 @@ fn engine(directives: &str) -> Engine {
 }
 
 fn sh(e: &Engine, script: &str) -> sysward_policy::Decision {
-    e.decide(&Request::Shell { script, cwd: Path::new("/srv/agent/work") }, &LexicalPaths)
+    e.decide(
+        &Request::Shell {
+            script,
+            cwd: Path::new("/srv/agent/work"),
+        },
+        &LexicalPaths,
+    )
 }
 
 const OPEN: &str = "EXECUTION_MODE=privileged\nALLOW_NETWORK=true\nALLOW_DOWNLOADS=true\nALLOW_PACKAGE_INSTALL=true\nALLOW_SERVICE_RESTART=true\nALLOW_OUTSIDE_PROJECT_READ=true\nALLOW_OUTSIDE_PROJECT_WRITE=true\nALLOW_DELETE=true\nALLOW_REBOOT=true";
@@ -40,7 +46,14 @@ fn read_only_profile_writes_only_scratch() {
     assert_eq!((p.uid, p.gid), (1234, 1234));
     assert_eq!(p.timeout_secs, 60);
     let except = p.read_all_except.unwrap();
-    for must in ["/etc/sysward/secrets", "/etc/sysward", "/srv/agent/init.conf", "/srv/agent/.context-history", "/var/lib/sysward/audit.log", "/var/lib/sysward/approvals"] {
+    for must in [
+        "/etc/sysward/secrets",
+        "/etc/sysward",
+        "/srv/agent/init.conf",
+        "/srv/agent/.context-history",
+        "/var/lib/sysward/audit.log",
+        "/var/lib/sysward/approvals",
+    ] {
         assert!(except.iter().any(|e| e == must), "{must} not in {except:?}");
     }
 }
@@ -53,13 +66,24 @@ fn write_profile_names_only_the_targets() {
     assert_eq!(d.risk, Risk::Medium);
     assert_eq!(d.verdict, Verdict::Ask, "strict asks for medium");
     let p = d.profile.unwrap();
-    assert_eq!(p.write_paths, vec!["/etc/nginx".to_string()], "sed -i renames into place: its directory");
+    assert_eq!(
+        p.write_paths,
+        vec!["/etc/nginx".to_string()],
+        "sed -i renames into place: its directory"
+    );
     assert!(p.write_all_except.is_none());
     let d = sh(&e, "echo x >> /etc/motd");
-        // /etc holds /etc/sysward: never hand out /etc, only the file.
-    assert_eq!(d.profile.unwrap().write_paths, vec!["/etc/motd".to_string()]);
+    // /etc holds /etc/sysward: never hand out /etc, only the file.
+    assert_eq!(
+        d.profile.unwrap().write_paths,
+        vec!["/etc/motd".to_string()]
+    );
     let d = sh(&e, "echo x > /var/www/index.html");
-    assert_eq!(d.profile.unwrap().write_paths, vec!["/var/www".to_string()], "a missing file: its directory");
+    assert_eq!(
+        d.profile.unwrap().write_paths,
+        vec!["/var/www".to_string()],
+        "a missing file: its directory"
+    );
 }
 
 #[test]
@@ -67,7 +91,10 @@ fn write_next_to_protected_files_names_the_file_itself() {
     // The project root holds agent.md and init.conf: never hand it out.
     let d = sh(&engine(""), "echo hi > ../notes.txt");
     assert_eq!(d.verdict, Verdict::Allow);
-    assert_eq!(d.profile.unwrap().write_paths, vec!["/srv/agent/notes.txt".to_string()]);
+    assert_eq!(
+        d.profile.unwrap().write_paths,
+        vec!["/srv/agent/notes.txt".to_string()]
+    );
 }
 
 #[test]
@@ -76,18 +103,35 @@ fn package_profile_writes_everything_but_the_protected_set() {
     assert_eq!(d.verdict, Verdict::Ask);
     let p = d.profile.unwrap();
     let except = p.write_all_except.unwrap();
-    for must in ["/etc/sysward", "/etc/sysward/secrets", "/var/lib/sysward/audit.log", "/usr/bin/sysward", "/srv/agent/agent.md", "/srv/agent/init.conf"] {
+    for must in [
+        "/etc/sysward",
+        "/etc/sysward/secrets",
+        "/var/lib/sysward/audit.log",
+        "/usr/bin/sysward",
+        "/srv/agent/agent.md",
+        "/srv/agent/init.conf",
+    ] {
         assert!(except.iter().any(|e| e == must), "{must} not in {except:?}");
     }
     assert!(p.network);
     assert!(p.capabilities.iter().any(|c| c == "CAP_CHOWN"));
-    assert!(!p.capabilities.iter().any(|c| c == "CAP_DAC_READ_SEARCH"), "open_by_handle_at bypasses Landlock");
+    assert!(
+        !p.capabilities.iter().any(|c| c == "CAP_DAC_READ_SEARCH"),
+        "open_by_handle_at bypasses Landlock"
+    );
 }
 
 #[test]
 fn without_outside_write_no_profile_leaves_the_project() {
     let e = engine("EXECUTION_MODE=privileged\nALLOW_PACKAGE_INSTALL=true\nALLOW_NETWORK=true\nALLOW_DELETE=true");
-    for s in ["apt-get install nginx", "cp a /etc/x", "useradd bob", "rm -rf /var/www/old", "echo x > $F", "python3 x.py > /tmp/out"] {
+    for s in [
+        "apt-get install nginx",
+        "cp a /etc/x",
+        "useradd bob",
+        "rm -rf /var/www/old",
+        "echo x > $F",
+        "python3 x.py > /tmp/out",
+    ] {
         let d = sh(&e, s);
         match &d.profile {
             None => assert!(d.verdict.is_deny(), "{s}"),
@@ -107,7 +151,10 @@ fn network_needs_the_flag() {
     assert_eq!(d.verdict, Verdict::Allow);
     assert!(d.profile.unwrap().network);
     let d = sh(&engine(""), "curl -s https://example.com");
-    assert!(matches!(d.verdict, Verdict::Deny { ref reason } if reason.contains("ALLOW_NETWORK=false")), "{d:?}");
+    assert!(
+        matches!(d.verdict, Verdict::Deny { ref reason } if reason.contains("ALLOW_NETWORK=false")),
+        "{d:?}"
+    );
     assert_eq!(d.source, "ALLOW_NETWORK");
     // A write never gets the network.
     let d = sh(&engine("ALLOW_NETWORK=true"), "cp a b");
@@ -118,8 +165,21 @@ fn network_needs_the_flag() {
 fn critical_is_never_asked() {
     for mode in ["guarded", "privileged", "unrestricted"] {
         for approval in ["strict", "permissive"] {
-            let e = engine(&format!("{OPEN}\nEXECUTION_MODE={mode}\nAPPROVAL_MODE={approval}\nCOMMAND_ALLOW=rm").replace("EXECUTION_MODE=privileged\n", ""));
-            for s in ["rm -rf /", "mkfs.ext4 /dev/sda", "dd if=/dev/zero of=/dev/sda", ":(){ :|:& };:", "chmod -R 777 /", "rm -rf /etc/*", "> /dev/sda"] {
+            let e = engine(
+                &format!(
+                    "{OPEN}\nEXECUTION_MODE={mode}\nAPPROVAL_MODE={approval}\nCOMMAND_ALLOW=rm"
+                )
+                .replace("EXECUTION_MODE=privileged\n", ""),
+            );
+            for s in [
+                "rm -rf /",
+                "mkfs.ext4 /dev/sda",
+                "dd if=/dev/zero of=/dev/sda",
+                ":(){ :|:& };:",
+                "chmod -R 777 /",
+                "rm -rf /etc/*",
+                "> /dev/sda",
+            ] {
                 let d = sh(&e, s);
                 assert!(d.verdict.is_deny(), "{mode}/{approval}: {s}: {d:?}");
                 assert_eq!(d.risk, Risk::Critical, "{s}");
@@ -153,8 +213,17 @@ fn approval_modes_follow_seed_002() {
     let strict = engine(&format!("{OPEN}\nAPPROVAL_MODE=strict"));
     let permissive = engine(&format!("{OPEN}\nAPPROVAL_MODE=permissive"));
     // safe, low: auto; medium: strict asks; high: both ask.
-    let cases = [("df -h", Risk::Safe, 'A', 'A'), ("ping -c1 x", Risk::Low, 'A', 'A'), ("cp a /etc/x", Risk::Medium, 'Q', 'A'), ("systemctl restart mysql", Risk::High, 'Q', 'Q')];
-    let l = |v: &Verdict| match v { Verdict::Allow => 'A', Verdict::Ask => 'Q', Verdict::Deny { .. } => 'D' };
+    let cases = [
+        ("df -h", Risk::Safe, 'A', 'A'),
+        ("ping -c1 x", Risk::Low, 'A', 'A'),
+        ("cp a /etc/x", Risk::Medium, 'Q', 'A'),
+        ("systemctl restart mysql", Risk::High, 'Q', 'Q'),
+    ];
+    let l = |v: &Verdict| match v {
+        Verdict::Allow => 'A',
+        Verdict::Ask => 'Q',
+        Verdict::Deny { .. } => 'D',
+    };
     for (s, risk, st, pe) in cases {
         let a = sh(&strict, s);
         assert_eq!(a.risk, risk, "{s}");
@@ -174,16 +243,43 @@ impl PathFacts for Links {
 fn symlinks_are_judged_by_their_real_target() {
     let mut m = HashMap::new();
     m.insert(PathBuf::from("/srv/agent/work/etc"), PathBuf::from("/etc"));
-    m.insert(PathBuf::from("/srv/agent/work/cfg"), PathBuf::from("/etc/sysward"));
-    m.insert(PathBuf::from("/srv/agent/work/notes"), PathBuf::from("/srv/agent/work/notes"));
+    m.insert(
+        PathBuf::from("/srv/agent/work/cfg"),
+        PathBuf::from("/etc/sysward"),
+    );
+    m.insert(
+        PathBuf::from("/srv/agent/work/notes"),
+        PathBuf::from("/srv/agent/work/notes"),
+    );
     let links = Links(m);
     let e = engine("");
-    let d = e.decide(&Request::Shell { script: "echo x > etc/motd", cwd: Path::new("/srv/agent/work") }, &links);
-    assert!(d.verdict.is_deny(), "a project link to /etc counts as /etc: {d:?}");
-    let d = e.decide(&Request::Shell { script: "cat cfg/secrets/db", cwd: Path::new("/srv/agent/work") }, &links);
+    let d = e.decide(
+        &Request::Shell {
+            script: "echo x > etc/motd",
+            cwd: Path::new("/srv/agent/work"),
+        },
+        &links,
+    );
+    assert!(
+        d.verdict.is_deny(),
+        "a project link to /etc counts as /etc: {d:?}"
+    );
+    let d = e.decide(
+        &Request::Shell {
+            script: "cat cfg/secrets/db",
+            cwd: Path::new("/srv/agent/work"),
+        },
+        &links,
+    );
     assert!(d.verdict.is_deny(), "{d:?}");
     let e = engine(OPEN);
-    let d = e.decide(&Request::Shell { script: "echo x > cfg/agent.md", cwd: Path::new("/srv/agent/work") }, &links);
+    let d = e.decide(
+        &Request::Shell {
+            script: "echo x > cfg/agent.md",
+            cwd: Path::new("/srv/agent/work"),
+        },
+        &links,
+    );
     assert!(d.verdict.is_deny(), "{d:?}");
     assert_eq!(d.source, "path rule: sysward's own files");
 }
@@ -191,19 +287,55 @@ fn symlinks_are_judged_by_their_real_target() {
 #[test]
 fn exec_requests_are_classified_without_a_shell() {
     let e = engine("");
-    let argv: Vec<String> = ["systemctl", "status", "nginx"].iter().map(|s| s.to_string()).collect();
-    let d = e.decide(&Request::Exec { argv: &argv, cwd: Path::new("/srv/agent") }, &LexicalPaths);
+    let argv: Vec<String> = ["systemctl", "status", "nginx"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let d = e.decide(
+        &Request::Exec {
+            argv: &argv,
+            cwd: Path::new("/srv/agent"),
+        },
+        &LexicalPaths,
+    );
     assert_eq!(d.verdict, Verdict::Allow);
     assert_eq!(d.normalized, "systemctl status nginx");
     // No shell: `;` and `$(…)` are plain arguments, globs are not expanded.
-    let argv: Vec<String> = ["echo", "$(rm -rf /)", ";", "*"].iter().map(|s| s.to_string()).collect();
-    let d = e.decide(&Request::Exec { argv: &argv, cwd: Path::new("/srv/agent") }, &LexicalPaths);
+    let argv: Vec<String> = ["echo", "$(rm -rf /)", ";", "*"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let d = e.decide(
+        &Request::Exec {
+            argv: &argv,
+            cwd: Path::new("/srv/agent"),
+        },
+        &LexicalPaths,
+    );
     assert_eq!(d.verdict, Verdict::Allow, "{d:?}");
     // …but an argv that runs a shell gets its script analysed.
-    let argv: Vec<String> = ["bash", "-c", "rm -rf /"].iter().map(|s| s.to_string()).collect();
-    let d = e.decide(&Request::Exec { argv: &argv, cwd: Path::new("/srv/agent") }, &LexicalPaths);
+    let argv: Vec<String> = ["bash", "-c", "rm -rf /"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let d = e.decide(
+        &Request::Exec {
+            argv: &argv,
+            cwd: Path::new("/srv/agent"),
+        },
+        &LexicalPaths,
+    );
     assert_eq!(d.risk, Risk::Critical);
-    assert!(e.decide(&Request::Exec { argv: &[], cwd: Path::new("/") }, &LexicalPaths).verdict.is_deny());
+    assert!(e
+        .decide(
+            &Request::Exec {
+                argv: &[],
+                cwd: Path::new("/")
+            },
+            &LexicalPaths
+        )
+        .verdict
+        .is_deny());
 }
 
 #[test]
@@ -212,18 +344,40 @@ fn tools_come_from_the_catalog() {
     let cwd = Path::new("/srv/agent/work");
     let t = |name: &str, paths: &[&str], recursive: bool| {
         let targets: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
-        let mut tp = ToolPaths::new(&[], cwd);
-        let _ = &mut tp;
-        let d = e.decide(&Request::Tool { name, paths: ToolPaths { targets: &targets, recursive, cwd } }, &LexicalPaths);
-        d
+        e.decide(
+            &Request::Tool {
+                name,
+                paths: ToolPaths {
+                    targets: &targets,
+                    recursive,
+                    cwd,
+                },
+            },
+            &LexicalPaths,
+        )
     };
-    assert_eq!(t("read_file", &["notes.txt"], false).verdict, Verdict::Allow);
-    assert!(t("read_file", &["/srv/agent/init.conf"], false).verdict.is_deny());
-    assert!(t("read_file", &["/etc/sysward/secrets/api"], false).verdict.is_deny());
+    assert_eq!(
+        t("read_file", &["notes.txt"], false).verdict,
+        Verdict::Allow
+    );
+    assert!(t("read_file", &["/srv/agent/init.conf"], false)
+        .verdict
+        .is_deny());
+    assert!(t("read_file", &["/etc/sysward/secrets/api"], false)
+        .verdict
+        .is_deny());
     assert_eq!(t("write_file", &["out.txt"], false).verdict, Verdict::Allow);
-    assert!(t("write_file", &["/srv/agent/agent.md"], false).verdict.is_deny());
-    assert!(t("write_file", &["/etc/hosts"], false).verdict.is_deny(), "guarded: outside the project");
-    assert!(t("remove_file", &["old.txt"], false).verdict.is_deny(), "ALLOW_DELETE=false");
+    assert!(t("write_file", &["/srv/agent/agent.md"], false)
+        .verdict
+        .is_deny());
+    assert!(
+        t("write_file", &["/etc/hosts"], false).verdict.is_deny(),
+        "guarded: outside the project"
+    );
+    assert!(
+        t("remove_file", &["old.txt"], false).verdict.is_deny(),
+        "ALLOW_DELETE=false"
+    );
     assert!(t("launch_missiles", &["x"], false).verdict.is_deny());
     let d = t("launch_missiles", &[], false);
     assert_eq!(d.source, "tool catalog");
@@ -231,12 +385,38 @@ fn tools_come_from_the_catalog() {
     assert_eq!(t("system_info", &[], false).verdict, Verdict::Allow);
     let e2 = engine(OPEN);
     let targets = vec![PathBuf::from("/")];
-    let d = e2.decide(&Request::Tool { name: "remove_file", paths: ToolPaths { targets: &targets, recursive: true, cwd } }, &LexicalPaths);
+    let d = e2.decide(
+        &Request::Tool {
+            name: "remove_file",
+            paths: ToolPaths {
+                targets: &targets,
+                recursive: true,
+                cwd,
+            },
+        },
+        &LexicalPaths,
+    );
     assert_eq!(d.risk, Risk::Critical);
-    let d = e2.decide(&Request::Tool { name: "chmod", paths: ToolPaths { targets: &targets, recursive: true, cwd } }, &LexicalPaths);
+    let d = e2.decide(
+        &Request::Tool {
+            name: "chmod",
+            paths: ToolPaths {
+                targets: &targets,
+                recursive: true,
+                cwd,
+            },
+        },
+        &LexicalPaths,
+    );
     assert!(d.verdict.is_deny(), "{d:?}");
     let web = engine("ALLOW_NETWORK=true\nALLOW_WEB_RESEARCH=true");
-    let d = web.decide(&Request::Tool { name: "web_fetch", paths: ToolPaths::new(&[], cwd) }, &LexicalPaths);
+    let d = web.decide(
+        &Request::Tool {
+            name: "web_fetch",
+            paths: ToolPaths::new(&[], cwd),
+        },
+        &LexicalPaths,
+    );
     assert_eq!(d.verdict, Verdict::Allow);
     assert!(d.profile.unwrap().network);
     assert!(sysward_policy::tool_names().contains(&"apply_patch"));
@@ -247,7 +427,15 @@ fn explain_is_one_line_with_everything() {
     let d = sh(&engine(OPEN), "systemctl restart nginx");
     let line = explain(&d);
     assert!(!line.contains('\n'));
-    for part in ["decision: ask", "category: service", "risk: high", "reason: ", "rule: APPROVAL_MODE=strict", "command: systemctl restart nginx", "profile: service: uid 1234"] {
+    for part in [
+        "decision: ask",
+        "category: service",
+        "risk: high",
+        "reason: ",
+        "rule: APPROVAL_MODE=strict",
+        "command: systemctl restart nginx",
+        "profile: service: uid 1234",
+    ] {
         assert!(line.contains(part), "{part} missing in {line}");
     }
     let d = sh(&engine(""), "rm -rf /");
@@ -256,7 +444,9 @@ fn explain_is_one_line_with_everything() {
 
 #[test]
 fn timeout_and_download_limits_reach_the_profile() {
-    let e = engine(&format!("{OPEN}\nDEFAULT_COMMAND_TIMEOUT=300\nMAX_DOWNLOAD_SIZE=10M"));
+    let e = engine(&format!(
+        "{OPEN}\nDEFAULT_COMMAND_TIMEOUT=300\nMAX_DOWNLOAD_SIZE=10M"
+    ));
     let d = sh(&e, "curl -o f.tgz https://x/f.tgz");
     let p = d.profile.unwrap();
     assert_eq!(p.timeout_secs, 300);

@@ -426,7 +426,7 @@ pub fn classify(name: &str, args: &[Arg], cx: &mut Cx<'_>) -> Effect {
                 "shred destroys file contents",
             );
             for a in &o.operands {
-                if a.plain().is_some_and(|t| super::is_block_device(t)) {
+                if a.plain().is_some_and(super::is_block_device) {
                     return Effect::critical(
                         Category::Destructive,
                         format!("shred overwrites the block device {}", a.text),

@@ -587,7 +587,7 @@ fn sed_script(s: &str) -> Result<SedFx, String> {
             '=' | 'd' | 'D' | 'g' | 'G' | 'h' | 'H' | 'l' | 'n' | 'N' | 'p' | 'P' | 'x' | 'z'
             | 'F' => {}
             'q' | 'Q' | 'L' => {
-                while i < n && c[i].is_ascii_digit() || i < n && c[i] == ' ' {
+                while i < n && (c[i].is_ascii_digit() || c[i] == ' ') {
                     i += 1;
                 }
             }
@@ -928,7 +928,7 @@ pub fn compressor(name: &str, args: &[Arg], cx: &Cx<'_>) -> Effect {
     for a in &o.operands {
         e.reads.push(cx.target(a));
     }
-    for out in o.values_of(&["-o", "--output"]) {
+    if let Some(out) = o.values_of(&["-o", "--output"]).into_iter().next() {
         let mut w = write_effect(name, "writes its output file");
         w.writes.push((cx.target(&out), WriteKind::File));
         e.merge(w);

@@ -317,15 +317,15 @@ const BIN_DIRS: &[&str] = &[
 ];
 
 /// The program name a command word stands for, or why it cannot be known.
-pub fn program_name(word: &Arg) -> Result<String, Effect> {
+pub fn program_name(word: &Arg) -> Result<String, Box<Effect>> {
     let Some(t) = word.plain() else {
-        return Err(Effect::evasive(format!(
+        return Err(Box::new(Effect::evasive(format!(
             "the command name `{}` is computed at run time",
             crate::shell::words::clip(&word.text)
-        )));
+        ))));
     };
     if t.is_empty() {
-        return Err(Effect::evasive("an empty command name"));
+        return Err(Box::new(Effect::evasive("an empty command name")));
     }
     if let Some((dir, base)) = t.rsplit_once('/') {
         let dir = if dir.is_empty() { "/" } else { dir };
@@ -333,9 +333,9 @@ pub fn program_name(word: &Arg) -> Result<String, Effect> {
         if BIN_DIRS.iter().any(|d| std::path::Path::new(d) == norm) && !base.is_empty() {
             return Ok(base.to_string());
         }
-        return Err(Effect::unknown(format!(
+        return Err(Box::new(Effect::unknown(format!(
             "runs the program {t} by path (not a system binary directory)"
-        )));
+        ))));
     }
     Ok(t.to_string())
 }
@@ -384,7 +384,12 @@ fn redirect_effects(cmd: &Cmd, cx: &Cx<'_>, base: &mut Effect, text: &mut String
             Redir::Read(a) => {
                 text.push_str(" < ");
                 text.push_str(&quote(a));
-                if a.plain().is_some_and(|p| p.starts_with("/dev/")) {
+                if let Some(p) = a.plain().filter(|p| p.starts_with("/dev/")) {
+                    if p.starts_with("/dev/tcp/") || p.starts_with("/dev/udp/") {
+                        if let Some(e) = device_write(a) {
+                            base.merge(e);
+                        }
+                    }
                     continue;
                 }
                 let t = cx.target(a);
@@ -417,6 +422,16 @@ pub fn device_write(a: &Arg) -> Option<Effect> {
             Category::Destructive,
             format!("writes straight onto the block device {s}"),
         ));
+    }
+    if s.starts_with("/dev/tcp/") || s.starts_with("/dev/udp/") {
+        return Some(
+            Effect::new(
+                Category::Network,
+                Risk::Medium,
+                format!("opens a network connection through {s}"),
+            )
+            .net(),
+        );
     }
     if s == "/proc/sysrq-trigger" {
         return Some(Effect::critical(

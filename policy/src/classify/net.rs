@@ -229,7 +229,7 @@ fn curl(args: &[Arg], cx: &Cx<'_>) -> Effect {
         "--quote",
     ];
     let o = Opts::parse(args, &vals);
-    if o.has_value(&["-K", "--config"]) || o.has('q') && false {
+    if o.has_value(&["-K", "--config"]) {
         return Effect::unknown("curl -K reads options from a file");
     }
     let mut e = network("curl fetches to its output".to_string());
@@ -313,9 +313,8 @@ fn curl(args: &[Arg], cx: &Cx<'_>) -> Effect {
         if t.starts_with("file:") {
             let path = u
                 .text
-                .splitn(2, ':')
-                .nth(1)
-                .unwrap_or("")
+                .split_once(':')
+                .map_or("", |(_, p)| p)
                 .trim_start_matches("//");
             let path = if path.starts_with('/') {
                 path.to_string()
@@ -1011,11 +1010,7 @@ pub fn openssl(args: &[Arg], cx: &Cx<'_>) -> Effect {
     let sub = args.first().and_then(Arg::plain).unwrap_or("help");
     let rest = args.get(1..).unwrap_or(&[]);
     for a in rest {
-        if a.text.starts_with("-engine")
-            || a.text.starts_with("-provider-path")
-            || a.text.starts_with("-provider") && a.text != "-provider"
-            || a.text == "-provider"
-        {
+        if a.text.starts_with("-engine") || a.text.starts_with("-provider") {
             return Effect::unknown("openssl loads an engine or provider");
         }
     }

@@ -2121,7 +2121,7 @@ fn disks(name: &str, args: &[Arg]) -> Effect {
             }
         }
         _ if name.starts_with("fsck.") => {
-            if flags.iter().any(|f| *f == "-n") {
+            if flags.contains(&"-n") {
                 read_only("checks")
             } else {
                 high("repairs a filesystem")
@@ -2321,11 +2321,6 @@ fn daemon_ctl(name: &str, args: &[Arg]) -> Effect {
     {
         service(format!("{name} starts a daemon"))
     } else {
-        if name == "pm2" || name == "supervisorctl" {
-            if t.iter().any(|a| matches!(*a, "exec_")) {
-                return Effect::unknown(format!("{name} runs a command"));
-            }
-        }
         service(format!("{name} {}", t.join(" ")).trim_end().to_string())
     }
 }

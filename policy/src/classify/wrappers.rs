@@ -26,7 +26,7 @@ pub fn unwrap_and_classify(argv: Vec<Arg>, cx: &mut Cx<'_>) -> (Effect, Vec<Arg>
         }
         let name = match program_name(&argv[0]) {
             Ok(n) => n,
-            Err(e) => return (with_extra(e, extra), argv),
+            Err(e) => return (with_extra(*e, extra), argv),
         };
         let step = unwrap_one(&name, &argv[1..], cx);
         match step {

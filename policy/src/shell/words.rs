@@ -90,8 +90,10 @@ pub fn heredoc_nested(body: &str, nested: &mut Vec<Nested>) -> bool {
     let opts = options();
     match std::panic::catch_unwind(|| brush_parser::word::parse_heredoc(body, &opts)) {
         Ok(Ok(pieces)) => {
-            let mut arg = Arg::default();
-            arg.literal = true;
+            let mut arg = Arg {
+                literal: true,
+                ..Arg::default()
+            };
             pieces_into(&pieces, true, &mut arg, nested, 0);
             arg.literal
         }
