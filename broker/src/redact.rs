@@ -852,6 +852,62 @@ mod tests {
     }
 
     #[test]
+    fn property_stream_equals_one_shot_and_no_value_survives() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut rnd = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for round in 0..400 {
+            // values over a tiny alphabet overlap and nest often
+            let values: Vec<Vec<u8>> = (0..1 + rnd(3))
+                .map(|_| (0..4 + rnd(6)).map(|_| b"ab"[rnd(2) as usize]).collect())
+                .collect();
+            let entries: Vec<(String, String)> = values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (format!("s{i}"), String::from_utf8(v.clone()).unwrap()))
+                .collect();
+            let refs: Vec<(&str, &str)> = entries
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str()))
+                .collect();
+            let red = r(&refs);
+            let mut text = Vec::new();
+            for _ in 0..rnd(40) {
+                match rnd(4) {
+                    0 => text.extend_from_slice(&values[rnd(values.len() as u64) as usize]),
+                    1 => text.extend(base64_unpadded(
+                        &values[rnd(values.len() as u64) as usize],
+                        B64_STD,
+                    )),
+                    _ => text.push(b"ab \n"[rnd(4) as usize]),
+                }
+            }
+            let (whole, counts) = red.redact_bytes(&text);
+            for v in &values {
+                assert!(
+                    !whole.windows(v.len()).any(|w| w == v.as_slice()),
+                    "round {round}"
+                );
+            }
+            let mut s = red.stream();
+            let mut out = Vec::new();
+            let mut pos = 0;
+            while pos < text.len() {
+                let n = (1 + rnd(7) as usize).min(text.len() - pos);
+                out.extend(s.push(&text[pos..pos + n]));
+                pos += n;
+            }
+            out.extend(s.finish());
+            assert_eq!(out, whole, "round {round}");
+            assert_eq!(s.counts(), counts);
+        }
+    }
+
+    #[test]
     fn empty_redactor_passes_through() {
         let red = Arc::new(Redactor::default());
         let mut s = red.stream();
