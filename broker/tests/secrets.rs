@@ -665,7 +665,15 @@ fn on_pty(typed: &'static [u8]) -> (Result<String, SecretPromptError>, Vec<u8>, 
     let mut master = fs::File::from(pty.master);
     let mut writer = master.try_clone().unwrap();
     let feeder = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        // Type only once the prompt has turned echo off (TCSAFLUSH would
+        // discard anything typed before); the master reports the slave's modes.
+        for _ in 0..500 {
+            let t = nix::sys::termios::tcgetattr(&writer).unwrap();
+            if !t.local_flags.contains(nix::sys::termios::LocalFlags::ECHO) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         writer.write_all(typed).unwrap();
     });
     let mut out = Vec::new();
