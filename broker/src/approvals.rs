@@ -499,7 +499,16 @@ impl Approvals {
     /// `create` at a given time (tests).
     pub fn create_at(&self, mut req: ApprovalRequest, now: i64) -> Result<Created, ApprovalError> {
         let _lock = self.lock()?;
-        let list = self.list()?;
+        let mut list = self.list()?;
+        // Old decided, used and expired approvals go here, so nobody has to
+        // remember to prune.
+        list.retain(|a| {
+            let stale = now >= a.expires + KEEP_AFTER_EXPIRY_SECS;
+            if stale {
+                let _ = fs::remove_file(self.path_of(&a.id));
+            }
+            !stale
+        });
         let pending: Vec<&Approval> = list
             .iter()
             .filter(|a| a.status_at(now) == Status::Pending)
