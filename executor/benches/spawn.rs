@@ -9,7 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Read;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,7 +25,11 @@ fn finish(mut child: std::process::Child) {
         let _ = o.read_to_end(&mut sink);
     }
     let st = child.wait().unwrap();
-    assert!(st.success(), "child failed: {st:?} {}", String::from_utf8_lossy(&sink));
+    assert!(
+        st.success(),
+        "child failed: {st:?} {}",
+        String::from_utf8_lossy(&sink)
+    );
 }
 
 fn bare() -> Duration {
@@ -44,7 +48,15 @@ fn bare() -> Duration {
 fn bwrap() -> Duration {
     let t = Instant::now();
     let child = Command::new("bwrap")
-        .args(["--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent", "/bin/true"])
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-net",
+            "--unshare-pid",
+            "--die-with-parent",
+            "/bin/true",
+        ])
         .env_clear()
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -61,7 +73,10 @@ fn exec(frame: &[u8], netns: &OwnedFd) -> Duration {
     let fd = theirs.raw_fd();
     let ns = netns.as_raw_fd();
     let mut cmd = Command::new(EXE);
-    cmd.env_clear().stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     // SAFETY: only dup2 between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
@@ -75,12 +90,22 @@ fn exec(frame: &[u8], netns: &OwnedFd) -> Duration {
     drop(theirs);
     ours.send_frame(frame).unwrap();
     // EOF (no report) = confined and exec'd.
-    match ours.recv_frame(1 << 20) {
+    match ours.recv::<sysward_ipc::exec::ExecReport>() {
         Err(e) if e.is_disconnect() => {}
-        other => panic!("executor reported instead of running: {:?}", other.map(|f| f.len())),
+        other => panic!("executor reported instead of running: {other:?}"),
     }
     finish(child);
     t.elapsed()
+}
+
+/// The process holding the empty network namespace; killed even on panic.
+struct Holder(std::process::Child);
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 struct Stats {
@@ -113,17 +138,44 @@ fn main() {
     let have_bwrap = Command::new("bwrap").arg("--version").output().is_ok();
     // The broker keeps one empty network namespace and hands it to every
     // executor as fd 4 (creating one per action costs ~0.5 ms and has tails).
-    let mut holder = Command::new("unshare").args(["-n", "sleep", "100000"]).spawn().unwrap();
+    let holder = Holder(
+        Command::new("unshare")
+            .args(["-n", "sleep", "100000"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     std::thread::sleep(Duration::from_millis(100));
-    let netns: OwnedFd = std::fs::File::open(format!("/proc/{}/ns/net", holder.id())).unwrap().into();
+    let opened: OwnedFd = std::fs::File::open(format!("/proc/{}/ns/net", holder.0.id()))
+        .unwrap()
+        .into();
+    // Keep it off fds 3 and 4, which the child's dup2s overwrite.
+    let netns = opened.as_fd().try_clone_to_owned().unwrap();
+    let netns = {
+        // SAFETY: F_DUPFD_CLOEXEC on a live fd returns a new fd >= 10 or -1.
+        let fd = unsafe { libc::fcntl(netns.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
+        assert!(fd >= 10);
+        // SAFETY: the fd was just created and is ours.
+        unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }
+    };
+    drop(opened);
     let profile = ConfinementProfile {
         name: "read-only".into(),
         uid: 65534,
         gid: 65534,
         groups: vec![],
         capabilities: vec![],
-        read_paths: vec![],
-        read_all_except: Some(vec!["/etc/sysward".into(), "/var/lib/sysward".into()]),
+        read_paths: if std::env::var_os("BENCH_SIMPLE").is_some() {
+            vec!["/".into()]
+        } else {
+            vec![]
+        },
+        read_all_except: if std::env::var_os("BENCH_SIMPLE").is_some() {
+            None
+        } else {
+            Some(vec!["/etc/sysward".into(), "/var/lib/sysward".into()])
+        },
         write_paths: vec![],
         write_all_except: None,
         network: false,
@@ -161,18 +213,32 @@ fn main() {
             w.push(bwrap());
         }
     }
-    let _ = holder.kill();
-    let _ = holder.wait();
+    drop(holder);
     let sb = stats(&mut b);
     let se = stats(&mut e);
     println!("spawn latency over {runs} interleaved runs (ms):");
-    println!("  {:<34} median {:>6.3}  p99 {:>6.3}  mean {:>6.3}", "bare /bin/true", sb.median, sb.p99, sb.mean);
-    println!("  {:<34} median {:>6.3}  p99 {:>6.3}  mean {:>6.3}", "sysward-exec read-only /bin/true", se.median, se.p99, se.mean);
-    println!("  sysward-exec / bare (median): {:.2}x   target <= 2x", se.median / sb.median);
+    println!(
+        "  {:<34} median {:>6.3}  p99 {:>6.3}  mean {:>6.3}",
+        "bare /bin/true", sb.median, sb.p99, sb.mean
+    );
+    println!(
+        "  {:<34} median {:>6.3}  p99 {:>6.3}  mean {:>6.3}",
+        "sysward-exec read-only /bin/true", se.median, se.p99, se.mean
+    );
+    println!(
+        "  sysward-exec / bare (median): {:.2}x   target <= 2x",
+        se.median / sb.median
+    );
     if have_bwrap {
         let sw = stats(&mut w);
-        println!("  {:<34} median {:>6.3}  p99 {:>6.3}  mean {:>6.3}", "bwrap --ro-bind / / --unshare-net/pid", sw.median, sw.p99, sw.mean);
-        println!("  bwrap / sysward-exec (median): {:.2}x   target >= 3x", sw.median / se.median);
+        println!(
+            "  {:<34} median {:>6.3}  p99 {:>6.3}  mean {:>6.3}",
+            "bwrap --ro-bind / / --unshare-net/pid", sw.median, sw.p99, sw.mean
+        );
+        println!(
+            "  bwrap / sysward-exec (median): {:.2}x   target >= 3x",
+            sw.median / se.median
+        );
     } else {
         println!("  bwrap not installed (apt-get install -y bubblewrap): comparison skipped");
     }

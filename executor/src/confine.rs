@@ -8,7 +8,7 @@ use std::ffi::CString;
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use sysward_ipc::profile::ConfinementProfile;
-use sysward_sandbox::deps::{caps, landlock as landlock_rs, seccompiler};
+use sysward_sandbox::deps::{caps, seccompiler};
 use sysward_sandbox::{creds, landlock, process, seccomp, sys, SandboxError};
 
 /// A failed step: its name and the error.
@@ -129,7 +129,7 @@ fn join_cgroup(dir: &str) -> Result<(), StepError> {
 /// Built while still root: the Landlock ruleset (path fds opened as root,
 /// before any uid change can hide them) and the seccomp program.
 pub struct Prepared {
-    ruleset: landlock_rs::RulesetCreated,
+    ruleset: landlock::BuiltRuleset,
     filters: Vec<seccompiler::BpfProgram>,
     keep: caps::CapsHashSet,
 }

@@ -9,8 +9,8 @@
 
 use crate::SandboxError;
 use landlock::{
-    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset,
-    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
+    RulesetCreated, RulesetCreatedAttr, Scope, ABI,
 };
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -121,8 +121,11 @@ impl LandlockRules {
         }
     }
 
-    /// Builds the ruleset (cheap: one fd per rule, no I/O) without enforcing.
-    pub fn build(self) -> Result<RulesetCreated, SandboxError> {
+    /// Builds the ruleset without enforcing it. The crate creates it (so a
+    /// right this kernel lacks is a hard error, never silently dropped) and
+    /// adds the port rules; path rules are added with the raw syscall because
+    /// their file type is already known (the crate would fstat each again).
+    pub fn build(self) -> Result<BuiltRuleset, SandboxError> {
         let err = |e: landlock::RulesetError| SandboxError::step("landlock", e.to_string());
         let mut ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::HardRequirement)
@@ -143,21 +146,7 @@ impl LandlockRules {
         if !scopes.is_empty() {
             ruleset = ruleset.scope(scopes).map_err(err)?;
         }
-        let mut created = ruleset.create().map_err(err)?;
-        let file_rights = AccessFs::from_file(TARGET_ABI);
-        for (target, access) in self.grants {
-            let access = if target.is_dir {
-                access
-            } else {
-                access & file_rights
-            };
-            if access.is_empty() {
-                continue;
-            }
-            created = created
-                .add_rule(PathBeneath::new(target.fd, access))
-                .map_err(err)?;
-        }
+        let mut created: RulesetCreated = ruleset.create().map_err(err)?;
         if self.restrict_tcp {
             for port in self.connect_ports {
                 created = created
@@ -170,24 +159,81 @@ impl LandlockRules {
                     .map_err(err)?;
             }
         }
-        Ok(created)
+        let fd: Option<OwnedFd> = created.into();
+        let fd = fd.ok_or_else(|| {
+            SandboxError::step(
+                "landlock",
+                "Landlock is not supported by this kernel".into(),
+            )
+        })?;
+        let file_rights = AccessFs::from_file(TARGET_ABI);
+        for (target, access) in self.grants {
+            let access = if target.is_dir {
+                access
+            } else {
+                access & file_rights
+            };
+            if access.is_empty() {
+                continue;
+            }
+            add_path_rule(&fd, &target.fd, access.bits())?;
+        }
+        Ok(BuiltRuleset { fd })
     }
 }
 
-/// Enforces a built ruleset on the calling thread (and its future children).
-/// Anything but full enforcement is an error. Sets no_new_privs as well.
-pub fn enforce(created: RulesetCreated) -> Result<(), SandboxError> {
-    let status = created
-        .no_new_privs(true)
-        .restrict_self()
-        .map_err(|e| SandboxError::step("landlock", e.to_string()))?;
-    if status.ruleset != RulesetStatus::FullyEnforced {
+/// A created Landlock ruleset with all its rules, not yet enforced.
+#[derive(Debug)]
+pub struct BuiltRuleset {
+    fd: OwnedFd,
+}
+
+/// `struct landlock_path_beneath_attr` (packed in the UAPI).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+const LANDLOCK_RULE_PATH_BENEATH: libc::c_long = 1;
+
+fn add_path_rule(ruleset: &OwnedFd, target: &OwnedFd, access: u64) -> Result<(), SandboxError> {
+    let attr = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd: target.as_raw_fd(),
+    };
+    // SAFETY: `attr` is a live, correctly laid out landlock_path_beneath_attr;
+    // the kernel only reads it. Both fds are live for the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0,
+        )
+    };
+    if rc < 0 {
         return Err(SandboxError::step(
             "landlock",
-            format!(
-                "ruleset not fully enforced ({:?}, kernel {:?})",
-                status.ruleset, status.landlock
-            ),
+            format!("add rule: {}", std::io::Error::last_os_error()),
+        ));
+    }
+    Ok(())
+}
+
+/// Enforces a built ruleset on the calling thread (and its future children):
+/// sets no_new_privs, then landlock_restrict_self. The ruleset was created
+/// with every right of [`TARGET_ABI`] as a hard requirement, so success here
+/// means fully enforced.
+pub fn enforce(built: BuiltRuleset) -> Result<(), SandboxError> {
+    crate::process::set_no_new_privs()?;
+    // SAFETY: integer arguments only; the fd is live for the call.
+    let rc = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, built.fd.as_raw_fd(), 0) };
+    if rc < 0 {
+        return Err(SandboxError::step(
+            "landlock",
+            format!("restrict_self: {}", std::io::Error::last_os_error()),
         ));
     }
     Ok(())
@@ -279,7 +325,7 @@ fn walk(
 ) -> Result<(), SandboxError> {
     let names = read_dir_names(&dir)
         .map_err(|e| SandboxError::step("landlock", format!("listing for the allow-list: {e}")))?;
-    for name in names {
+    for (name, dtype) in names {
         let here: Vec<&Vec<Vec<u8>>> = ex.iter().filter(|c| c[depth] == name).collect();
         if here.iter().any(|c| c.len() == depth + 1) {
             continue; // excluded itself
@@ -288,10 +334,25 @@ fn walk(
             Ok(c) => c,
             Err(_) => continue,
         };
-        let target = match open_target_at(dir.as_raw_fd(), &c, true) {
+        if dtype == DT_LNK {
+            continue; // symlink: never granted
+        }
+        let opened = if dtype == DT_UNKNOWN {
+            open_target_at(dir.as_raw_fd(), &c, true)
+        } else {
+            open_path_nofollow(dir.as_raw_fd(), &c).map(|fd| {
+                Some(Target {
+                    fd,
+                    is_dir: dtype == DT_DIR,
+                })
+            })
+        };
+        let target = match opened {
             Ok(Some(t)) => t,
             Ok(None) => continue, // symlink
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue, // raced away
+            // Swapped for a symlink since listing: O_NOFOLLOW|O_PATH opens the
+            // link itself, which grants nothing beyond the link; skip it.
             Err(e) => {
                 return Err(SandboxError::step(
                     "landlock",
@@ -299,6 +360,9 @@ fn walk(
                 ))
             }
         };
+        // A stale d_type (entry replaced since the listing) fails closed: dir
+        // rights on a non-directory are rejected by the kernel, and walking
+        // into a non-directory fails on O_DIRECTORY.
         if here.is_empty() {
             rules.grants.push((target, access));
         } else if target.is_dir {
@@ -310,8 +374,29 @@ fn walk(
     Ok(())
 }
 
-/// Entry names of a directory given as an `O_PATH` fd (via getdents64).
-fn read_dir_names(dir: &OwnedFd) -> Result<Vec<Vec<u8>>, std::io::Error> {
+const DT_UNKNOWN: u8 = 0;
+const DT_DIR: u8 = 4;
+const DT_LNK: u8 = 10;
+
+/// openat(dirfd, name, O_PATH|O_NOFOLLOW|O_CLOEXEC).
+fn open_path_nofollow(dirfd: libc::c_int, name: &CString) -> Result<OwnedFd, std::io::Error> {
+    // SAFETY: `name` is NUL-terminated and outlives the call.
+    let fd = unsafe {
+        libc::openat(
+            dirfd,
+            name.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this fd; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Entry names and d_types of a directory given as an `O_PATH` fd.
+fn read_dir_names(dir: &OwnedFd) -> Result<Vec<(Vec<u8>, u8)>, std::io::Error> {
     let dot = c".";
     // SAFETY: reopening "." relative to a live directory fd with a static path.
     let fd = unsafe {
@@ -352,6 +437,7 @@ fn read_dir_names(dir: &OwnedFd) -> Result<Vec<Vec<u8>>, std::io::Error> {
             if reclen == 0 || off + reclen > n {
                 break;
             }
+            let dtype = buf[off + 18];
             let name_bytes = &buf[off + 19..off + reclen];
             let len = name_bytes
                 .iter()
@@ -359,7 +445,7 @@ fn read_dir_names(dir: &OwnedFd) -> Result<Vec<Vec<u8>>, std::io::Error> {
                 .unwrap_or(name_bytes.len());
             let name = &name_bytes[..len];
             if name != b"." && name != b".." {
-                names.push(name.to_vec());
+                names.push((name.to_vec(), dtype));
             }
             off += reclen;
         }
