@@ -55,12 +55,26 @@ fn hash_hex(bytes: &[u8]) -> String {
     crate::project::hex(&Sha256::digest(bytes))
 }
 
-/// The bytes a record's hash covers: the record without its `hash` field,
-/// serialized with sorted keys (serde_json's default map is ordered).
-fn canonical(record: &Map<String, Value>) -> Result<Vec<u8>> {
-    let mut without = record.clone();
-    without.remove("hash");
-    Ok(serde_json::to_vec(&Value::Object(without))?)
+/// A line is the JSON object of the record without its hash, exactly as it was
+/// hashed, with `,"hash":"<64 hex>"` spliced in before the closing brace. The
+/// hash covers those exact bytes, so verification never depends on how a JSON
+/// parser re-serializes numbers or strings.
+const HASH_SUFFIX_LEN: usize = ",\"hash\":\"\"}".len() + 64;
+
+/// Splits a line (without its newline) into the hashed bytes and the hash.
+fn split_hashed(line: &[u8]) -> Option<(Vec<u8>, &str)> {
+    if line.len() < HASH_SUFFIX_LEN + 2 {
+        return None;
+    }
+    let (body, suffix) = line.split_at(line.len() - HASH_SUFFIX_LEN);
+    let suffix = std::str::from_utf8(suffix).ok()?;
+    let hash = suffix.strip_prefix(",\"hash\":\"")?.strip_suffix("\"}")?;
+    if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut hashed = body.to_vec();
+    hashed.push(b'}');
+    Some((hashed, hash))
 }
 
 /// Walks the log and the head anchor. Reports the first bad record.
@@ -123,10 +137,13 @@ fn check_line(line: &[u8], lineno: u64, prev: &str) -> std::result::Result<Strin
     if line.len() > MAX_LINE {
         return Err("record longer than the limit".to_string());
     }
-    if line.last() != Some(&b'\n') {
+    let Some(line) = line.strip_suffix(b"\n") else {
         return Err("record is truncated (no newline)".to_string());
-    }
-    let value: Value = serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
+    };
+    let Some((hashed, stated)) = split_hashed(line) else {
+        return Err("record has no hash where it belongs: altered or truncated".to_string());
+    };
+    let value: Value = serde_json::from_slice(&hashed).map_err(|e| format!("not JSON: {e}"))?;
     let Value::Object(record) = value else {
         return Err("not a JSON object".to_string());
     };
@@ -142,13 +159,7 @@ fn check_line(line: &[u8], lineno: u64, prev: &str) -> std::result::Result<Strin
             "previous-hash link broken: a record before it was changed or removed".to_string(),
         );
     }
-    let stated = record
-        .get("hash")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let body = canonical(&record).map_err(|e| e.to_string())?;
-    let actual = hash_hex(&body);
+    let actual = hash_hex(&hashed);
     if stated != actual {
         return Err("content does not match its hash: the record was altered".to_string());
     }
@@ -229,10 +240,10 @@ impl Audit {
         record.insert("time".into(), json!(now_rfc3339()));
         record.insert("prev".into(), json!(state.last_hash));
         record.insert("event".into(), event);
-        let hash = hash_hex(&canonical(&record)?);
-        record.insert("hash".into(), json!(hash));
         let mut line = serde_json::to_vec(&Value::Object(record))?;
-        line.push(b'\n');
+        let hash = hash_hex(&line);
+        line.pop(); // the closing brace
+        line.extend_from_slice(format!(",\"hash\":\"{hash}\"}}\n").as_bytes());
         state.file.write_all(&line)?;
         state.file.sync_data()?;
         state.seq = seq;
@@ -359,6 +370,24 @@ mod tests {
         assert_eq!((v.records, v.first_break), (3, None));
         let a = Audit::open(&log, &head).unwrap();
         assert_eq!(a.record(json!({"event": "more"})).unwrap(), 4);
+    }
+
+    #[test]
+    fn records_with_any_floats_and_strings_verify() {
+        // serde_json's default float parser does not always round-trip; the
+        // hash covers the written bytes, so verification must not re-serialize.
+        let dir = temp_dir("floats");
+        let (log, head) = (dir.join("audit.log"), dir.join("audit.head"));
+        let a = Audit::open(&log, &head).unwrap();
+        let mut x = 0.1f64;
+        for i in 0..500 {
+            x = x * 1.000_123_456_789 + 1e-7 * f64::from(i);
+            a.record(json!({"event": "t", "x": x, "y": x / 3.0, "s": "é\u{202e}\"\\\n"}))
+                .unwrap();
+        }
+        a.anchor().unwrap();
+        let v = verify(&log, &head).unwrap();
+        assert_eq!((v.records, v.first_break), (500, None));
     }
 
     #[test]

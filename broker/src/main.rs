@@ -72,6 +72,20 @@ enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// Write man pages or shell completions (for packaging).
+    #[command(hide = true)]
+    Generate {
+        #[command(subcommand)]
+        what: GenerateCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum GenerateCommand {
+    /// sysward(8) and one page per subcommand, into DIR.
+    Man { dir: PathBuf },
+    /// Completion scripts for bash, zsh and fish, into DIR.
+    Completions { dir: PathBuf },
 }
 
 #[derive(Subcommand)]
@@ -274,6 +288,7 @@ fn real_main() -> Result<i32> {
             println!("{}", sysward_policy::explain(&decision));
             Ok(0)
         }
+        Command::Generate { what } => generate(what),
         Command::Audit {
             command: AuditCommand::Verify { root, acknowledge },
         } => {
@@ -292,6 +307,42 @@ fn real_main() -> Result<i32> {
             audit_show(&layout, session.as_deref(), json)
         }
     }
+}
+
+/// Man pages and completions from the same clap definition the binary uses,
+/// written to files (clap_complete panics on a broken stdout pipe).
+fn generate(what: GenerateCommand) -> Result<i32> {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    match what {
+        GenerateCommand::Man { dir } => {
+            std::fs::create_dir_all(&dir)?;
+            let render = |c: clap::Command, name: &str| -> Result<()> {
+                let mut out = Vec::new();
+                clap_mangen::Man::new(c).section("8").render(&mut out)?;
+                std::fs::write(dir.join(format!("{name}.8")), out)?;
+                Ok(())
+            };
+            render(cmd.clone(), "sysward")?;
+            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+                let name = format!("sysward-{}", sub.get_name());
+                render(sub.clone().name(name.clone()), &name)?;
+            }
+        }
+        GenerateCommand::Completions { dir } => {
+            std::fs::create_dir_all(&dir)?;
+            for (shell, file) in [
+                (clap_complete::Shell::Bash, "sysward.bash"),
+                (clap_complete::Shell::Zsh, "_sysward"),
+                (clap_complete::Shell::Fish, "sysward.fish"),
+            ] {
+                let mut out = Vec::new();
+                clap_complete::generate(shell, &mut cmd, "sysward", &mut out);
+                std::fs::write(dir.join(file), out)?;
+            }
+        }
+    }
+    Ok(0)
 }
 
 fn audit_verify(layout: &project::Layout, acknowledge: bool) -> Result<i32> {

@@ -52,7 +52,7 @@ fn main() {
         let out = Command::new(sysward())
             .args(["run", "--root", p.dir.to_str().unwrap(), "--rerun"])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
         let first = wait_for(Duration::from_secs(20), "first model request", || {
