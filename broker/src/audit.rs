@@ -28,6 +28,40 @@ struct State {
     file: File,
     seq: u64,
     last_hash: String,
+    /// Length of the log after our last write: a different length means
+    /// another process (e.g. `sysward approve` beside the daemon) appended.
+    len: u64,
+}
+
+/// Holds an exclusive flock on the log for one read-modify-append, so several
+/// processes can append to one chain.
+struct LogLock<'a>(&'a File);
+
+impl<'a> LogLock<'a> {
+    fn take(file: &'a File) -> Result<LogLock<'a>> {
+        use std::os::fd::AsRawFd;
+        loop {
+            // SAFETY: flock on an fd we own; no memory is passed.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+            if rc == 0 {
+                return Ok(LogLock(file));
+            }
+            let err = std::io::Error::last_os_error();
+            if err.kind() != std::io::ErrorKind::Interrupted {
+                return Err(err).context("cannot lock the audit log");
+            }
+        }
+    }
+}
+
+impl Drop for LogLock<'_> {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: unlocking an fd we own.
+        unsafe {
+            libc::flock(self.0.as_raw_fd(), libc::LOCK_UN);
+        }
+    }
 }
 
 /// Where verification stopped and why.
@@ -79,6 +113,27 @@ fn split_hashed(line: &[u8]) -> Option<(Vec<u8>, &str)> {
 
 /// Walks the log and the head anchor. Reports the first bad record.
 pub fn verify(path: &Path, head_path: &Path) -> Result<Verified> {
+    let mut v = verify_log(path)?;
+    if v.first_break.is_none() {
+        if let Some((seq, hash)) = read_head(head_path)? {
+            if seq > v.records || (seq == v.records && hash != v.last_hash) {
+                v.first_break = Some(ChainBreak {
+                    line: v.records + 1,
+                    problem: format!(
+                        "the head anchor records {seq} records ending in {hash}, the log has {}: records were removed or rewritten",
+                        v.records
+                    ),
+                });
+            }
+            // Records after the last anchor are fine (a session still running
+            // or one that died before anchoring) as long as they chain.
+        }
+    }
+    Ok(v)
+}
+
+/// Walks the log alone.
+fn verify_log(path: &Path) -> Result<Verified> {
     let mut records = 0u64;
     let mut prev = GENESIS.to_string();
     let mut first_break = None;
@@ -108,21 +163,6 @@ pub fn verify(path: &Path, head_path: &Path) -> Result<Verified> {
                     });
                     break;
                 }
-            }
-        }
-    }
-    if first_break.is_none() {
-        if let Some((seq, hash)) = read_head(head_path)? {
-            if seq > records || (seq == records && hash != prev) {
-                first_break = Some(ChainBreak {
-                    line: records + 1,
-                    problem: format!(
-                        "the head anchor records {seq} records ending in {hash}, the log has {records}: records were removed or rewritten"
-                    ),
-                });
-            } else if seq < records && records > 0 {
-                // Records after the last anchor are fine (a session still running
-                // or one that died before anchoring) as long as they chain.
             }
         }
     }
@@ -217,6 +257,7 @@ impl Audit {
             path: path.to_path_buf(),
             head_path: head_path.to_path_buf(),
             state: Mutex::new(State {
+                len: file.metadata()?.len(),
                 file,
                 seq: verified.records,
                 last_hash: verified.last_hash,
@@ -234,6 +275,22 @@ impl Audit {
             .state
             .lock()
             .map_err(|_| anyhow::anyhow!("audit state poisoned"))?;
+        let state = &mut *state;
+        let _lock = LogLock::take(&state.file)?;
+        let len = state.file.metadata()?.len();
+        if len != state.len {
+            // Someone else appended: continue their chain, after checking it.
+            let v = verify_log(&self.path)?;
+            if let Some(b) = v.first_break {
+                bail!(
+                    "the audit log changed under this process and is broken at record {}: {}",
+                    b.line,
+                    b.problem
+                );
+            }
+            state.seq = v.records;
+            state.last_hash = v.last_hash;
+        }
         let seq = state.seq + 1;
         let mut record = Map::new();
         record.insert("seq".into(), json!(seq));
@@ -244,10 +301,11 @@ impl Audit {
         let hash = hash_hex(&line);
         line.pop(); // the closing brace
         line.extend_from_slice(format!(",\"hash\":\"{hash}\"}}\n").as_bytes());
-        state.file.write_all(&line)?;
+        (&state.file).write_all(&line)?;
         state.file.sync_data()?;
         state.seq = seq;
         state.last_hash = hash;
+        state.len = len + line.len() as u64;
         Ok(seq)
     }
 
@@ -257,6 +315,11 @@ impl Audit {
             .state
             .lock()
             .map_err(|_| anyhow::anyhow!("audit state poisoned"))?;
+        let _lock = LogLock::take(&state.file)?;
+        if state.file.metadata()?.len() != state.len {
+            // Another writer appended after our last record: it anchors its own.
+            return Ok((state.seq, state.last_hash.clone()));
+        }
         let text = format!("{} {}\n", state.seq, state.last_hash);
         crate::project::write_atomic(&self.head_path, text.as_bytes())?;
         Ok((state.seq, state.last_hash.clone()))
@@ -388,6 +451,22 @@ mod tests {
         a.anchor().unwrap();
         let v = verify(&log, &head).unwrap();
         assert_eq!((v.records, v.first_break), (500, None));
+    }
+
+    #[test]
+    fn two_writers_extend_one_chain() {
+        let dir = temp_dir("two");
+        let (log, head) = (dir.join("audit.log"), dir.join("audit.head"));
+        let a = Audit::open(&log, &head).unwrap();
+        let b = Audit::open(&log, &head).unwrap();
+        for i in 0..10 {
+            a.record(json!({"event": "a", "i": i})).unwrap();
+            b.record(json!({"event": "b", "i": i})).unwrap();
+        }
+        a.anchor().unwrap();
+        b.anchor().unwrap();
+        let v = verify(&log, &head).unwrap();
+        assert_eq!((v.records, v.first_break), (20, None));
     }
 
     #[test]
