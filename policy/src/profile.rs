@@ -53,14 +53,11 @@ fn write_root(
         Target::Beneath(p) => Some(existing_dir(p, facts)),
         Target::Glob { prefix, .. } => Some(existing_dir(prefix, facts)),
         Target::Path(p) => match k {
-            WriteKind::File => {
-                if facts.real_path(p).is_some() {
-                    Some(p.clone())
-                } else {
-                    Some(parent_or_self(p))
-                }
-            }
-            WriteKind::Create | WriteKind::Move => Some(parent_or_self(p)),
+                        // Whether the file exists is not ours to know for sure (the
+            // broker may resolve missing paths through their parent): its
+            // directory, so that creating it works, unless that directory
+            // holds protected paths.
+            WriteKind::File | WriteKind::Create | WriteKind::Move => Some(parent_or_self(p)),
             WriteKind::Tree => Some(existing_dir(p, facts)),
         },
     }
