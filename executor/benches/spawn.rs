@@ -3,13 +3,15 @@
 //! no_new_privs, Landlock read-all-except-protected, seccomp deny-list, the
 //! broker's pre-made empty network namespace), and bubblewrap
 //! (`--ro-bind / / --unshare-net --unshare-pid --die-with-parent`).
-//! Runs are interleaved so drift hits all three alike. Needs root.
+//! The executor is measured twice: building the profile's Landlock ruleset
+//! itself, and with the ruleset prebuilt once (the broker's per-profile
+//! cache, passed as fd 5). Runs are interleaved so drift hits all three alike. Needs root.
 //!
 //! `cargo bench -p sysward-exec --bench spawn [-- RUNS]`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -67,11 +69,12 @@ fn bwrap() -> Duration {
     t.elapsed()
 }
 
-fn exec(frame: &[u8], netns: &OwnedFd) -> Duration {
+fn exec(frame: &[u8], netns: &OwnedFd, ruleset: Option<&OwnedFd>) -> Duration {
     let t = Instant::now();
     let (mut ours, theirs) = Channel::pair().unwrap();
     let fd = theirs.raw_fd();
     let ns = netns.as_raw_fd();
+    let ll = ruleset.map(|f| f.as_raw_fd());
     let mut cmd = Command::new(EXE);
     cmd.env_clear()
         .stdin(Stdio::null())
@@ -82,6 +85,11 @@ fn exec(frame: &[u8], netns: &OwnedFd) -> Duration {
         cmd.pre_exec(move || {
             if libc::dup2(fd, 3) < 0 || libc::dup2(ns, 4) < 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            if let Some(ll) = ll {
+                if libc::dup2(ll, 5) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             Ok(())
         });
@@ -96,6 +104,15 @@ fn exec(frame: &[u8], netns: &OwnedFd) -> Duration {
     }
     finish(child);
     t.elapsed()
+}
+
+/// A descriptor kept above the fds the child's dup2s overwrite.
+fn high_fd(fd: OwnedFd) -> OwnedFd {
+    // SAFETY: F_DUPFD_CLOEXEC on a live fd returns a new fd >= 10 or -1.
+    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
+    assert!(n >= 10);
+    // SAFETY: the fd was just created and is ours.
+    unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(n) }
 }
 
 /// The process holding the empty network namespace; killed even on panic.
@@ -150,32 +167,15 @@ fn main() {
     let opened: OwnedFd = std::fs::File::open(format!("/proc/{}/ns/net", holder.0.id()))
         .unwrap()
         .into();
-    // Keep it off fds 3 and 4, which the child's dup2s overwrite.
-    let netns = opened.as_fd().try_clone_to_owned().unwrap();
-    let netns = {
-        // SAFETY: F_DUPFD_CLOEXEC on a live fd returns a new fd >= 10 or -1.
-        let fd = unsafe { libc::fcntl(netns.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
-        assert!(fd >= 10);
-        // SAFETY: the fd was just created and is ours.
-        unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }
-    };
-    drop(opened);
+    let netns = high_fd(opened);
     let profile = ConfinementProfile {
         name: "read-only".into(),
         uid: 65534,
         gid: 65534,
         groups: vec![],
         capabilities: vec![],
-        read_paths: if std::env::var_os("BENCH_SIMPLE").is_some() {
-            vec!["/".into()]
-        } else {
-            vec![]
-        },
-        read_all_except: if std::env::var_os("BENCH_SIMPLE").is_some() {
-            None
-        } else {
-            Some(vec!["/etc/sysward".into(), "/var/lib/sysward".into()])
-        },
+        read_paths: vec![],
+        read_all_except: Some(vec!["/etc/sysward".into(), "/var/lib/sysward".into()]),
         write_paths: vec![],
         write_all_except: None,
         network: false,
@@ -194,21 +194,46 @@ fn main() {
             cwd: "/".into(),
             netns_path: Some("/proc/self/fd/4".into()),
             cgroup_dir: None,
+            prebuilt_landlock: false,
         },
     };
     let frame = sysward_ipc::codec::encode(&spec).unwrap();
+    // The broker's per-profile cache: the ruleset built once, passed as fd 5.
+    let profile = match &spec {
+        ExecSpec::Command { profile, .. } => profile.clone(),
+        ExecSpec::File { profile, .. } => profile.clone(),
+    };
+    let ruleset = high_fd(sysward_sandbox::profile_rules::prebuild_ruleset(&profile).unwrap());
+    let spec_pre = match spec.clone() {
+        ExecSpec::Command {
+            id,
+            profile,
+            mut command,
+        } => {
+            command.prebuilt_landlock = true;
+            ExecSpec::Command {
+                id,
+                profile,
+                command,
+            }
+        }
+        other => other,
+    };
+    let frame_pre = sysward_ipc::codec::encode(&spec_pre).unwrap();
     // Warm up caches.
     for _ in 0..20 {
         bare();
-        exec(&frame, &netns);
+        exec(&frame, &netns, None);
+        exec(&frame_pre, &netns, Some(&ruleset));
         if have_bwrap {
             bwrap();
         }
     }
-    let (mut b, mut e, mut w) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut b, mut e, mut p, mut w) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         b.push(bare());
-        e.push(exec(&frame, &netns));
+        e.push(exec(&frame, &netns, None));
+        p.push(exec(&frame_pre, &netns, Some(&ruleset)));
         if have_bwrap {
             w.push(bwrap());
         }
@@ -216,28 +241,29 @@ fn main() {
     drop(holder);
     let sb = stats(&mut b);
     let se = stats(&mut e);
+    let sp = stats(&mut p);
+    let row = |name: &str, s: &Stats| {
+        println!(
+            "  {name:<48} median {:>6.3}  p99 {:>6.3}  mean {:>6.3}",
+            s.median, s.p99, s.mean
+        )
+    };
     println!("spawn latency over {runs} interleaved runs (ms):");
+    row("bare /bin/true", &sb);
+    row("sysward-exec read-only, ruleset built per action", &se);
+    row("sysward-exec read-only, prebuilt ruleset (fd 5)", &sp);
     println!(
-        "  {:<34} median {:>6.3}  p99 {:>6.3}  mean {:>6.3}",
-        "bare /bin/true", sb.median, sb.p99, sb.mean
-    );
-    println!(
-        "  {:<34} median {:>6.3}  p99 {:>6.3}  mean {:>6.3}",
-        "sysward-exec read-only /bin/true", se.median, se.p99, se.mean
-    );
-    println!(
-        "  sysward-exec / bare (median): {:.2}x   target <= 2x",
-        se.median / sb.median
+        "  sysward-exec / bare (median): built {:.2}x, prebuilt {:.2}x   target <= 2x",
+        se.median / sb.median,
+        sp.median / sb.median
     );
     if have_bwrap {
         let sw = stats(&mut w);
+        row("bwrap --ro-bind / / --unshare-net --unshare-pid", &sw);
         println!(
-            "  {:<34} median {:>6.3}  p99 {:>6.3}  mean {:>6.3}",
-            "bwrap --ro-bind / / --unshare-net/pid", sw.median, sw.p99, sw.mean
-        );
-        println!(
-            "  bwrap / sysward-exec (median): {:.2}x   target >= 3x",
-            sw.median / se.median
+            "  bwrap / sysward-exec (median): built {:.2}x, prebuilt {:.2}x   target >= 3x",
+            sw.median / se.median,
+            sw.median / sp.median
         );
     } else {
         println!("  bwrap not installed (apt-get install -y bubblewrap): comparison skipped");

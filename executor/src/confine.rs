@@ -3,12 +3,12 @@
 //! groups/gid/uid → capability sets → no_new_privs → Landlock → seccomp.
 //! The first failure stops everything: the caller reports it and exits 126.
 
-use crate::rules;
 use std::ffi::CString;
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use sysward_ipc::profile::ConfinementProfile;
 use sysward_sandbox::deps::{caps, seccompiler};
+use sysward_sandbox::profile_rules as rules;
 use sysward_sandbox::{creds, landlock, process, seccomp, sys, SandboxError};
 
 /// A failed step: its name and the error.
@@ -134,7 +134,13 @@ pub struct Prepared {
     keep: caps::CapsHashSet,
 }
 
-pub fn build(profile: &ConfinementProfile, extra: &rules::Extra) -> Result<Prepared, StepError> {
+/// `prebuilt`: the broker's ruleset for this profile (used as is), or None to
+/// build it here.
+pub fn build(
+    profile: &ConfinementProfile,
+    extra: &rules::Extra,
+    prebuilt: Option<OwnedFd>,
+) -> Result<Prepared, StepError> {
     // Keep what the profile names and this process actually holds: a
     // capability the broker itself lacks cannot be granted (less privilege,
     // never more).
@@ -147,8 +153,10 @@ pub fn build(profile: &ConfinementProfile, extra: &rules::Extra) -> Result<Prepa
     // non-dumpable broker's and gateway's /proc/<pid>/{environ,maps,…}.
     // ptrace(2) and process_vm_* are denied by seccomp as well.
     keep.remove(&caps::Capability::CAP_SYS_PTRACE);
-    let ll = rules::landlock_rules(profile, extra)?;
-    let ruleset = ll.build()?;
+    let ruleset = match prebuilt {
+        Some(fd) => landlock::BuiltRuleset::from_fd(fd)?,
+        None => rules::landlock_rules(profile, extra)?.build()?,
+    };
     let protect_pid = if profile.scope_signals {
         None
     } else {

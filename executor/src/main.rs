@@ -12,15 +12,17 @@
 mod confine;
 mod fileops;
 mod paths;
-mod rules;
 
 use std::ffi::CString;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use sysward_ipc::exec::{CommandSpec, ExecReport, ExecSpec, FileOp, EXEC_CHANNEL_FD};
+use sysward_ipc::exec::{
+    CommandSpec, ExecReport, ExecSpec, FileOp, EXEC_CHANNEL_FD, EXEC_LANDLOCK_FD,
+};
 use sysward_ipc::profile::ConfinementProfile;
 use sysward_ipc::Channel;
+use sysward_sandbox::profile_rules as rules;
 
 /// Exit status when nothing ran (confinement failed, spec refused).
 const EXIT_NOT_RUN: i32 = 126;
@@ -108,15 +110,34 @@ fn run_command(chan: &Channel, profile: &ConfinementProfile, cmd: &CommandSpec) 
     envp_p.push(std::ptr::null());
 
     let network = confine::network_for(profile, cmd.netns_path.as_deref());
-    if let Err(e) = confine::prepare(
-        profile,
-        network,
-        cmd.cgroup_dir.as_deref(),
-        &[0, 1, 2, EXEC_CHANNEL_FD],
-    ) {
+    let mut keep = vec![0, 1, 2, EXEC_CHANNEL_FD];
+    if cmd.prebuilt_landlock {
+        keep.push(EXEC_LANDLOCK_FD);
+    }
+    if let Err(e) = confine::prepare(profile, network, cmd.cgroup_dir.as_deref(), &keep) {
         confinement_failed(chan, e);
     }
-    let prepared = confine::build(profile, &rules::Extra::default())
+    let prebuilt = if cmd.prebuilt_landlock {
+        // SAFETY: F_GETFD only queries the descriptor table.
+        if unsafe { libc::fcntl(EXEC_LANDLOCK_FD, libc::F_GETFD) } < 0 {
+            confinement_failed(
+                chan,
+                confine::StepError {
+                    step: "landlock".into(),
+                    error: format!(
+                        "the spec names a prebuilt ruleset but fd {EXEC_LANDLOCK_FD} is not open"
+                    ),
+                },
+            );
+        }
+        // SAFETY: fd 5 is open (checked) and survived close_fds_except because
+        // the spec says the broker put the ruleset there; from_fd checks what
+        // it is, and nothing else in this process owns it.
+        Some(unsafe { OwnedFd::from_raw_fd(EXEC_LANDLOCK_FD) })
+    } else {
+        None
+    };
+    let prepared = confine::build(profile, &rules::Extra::default(), prebuilt)
         .unwrap_or_else(|e| confinement_failed(chan, e));
     // SAFETY: umask takes an integer and cannot fail.
     unsafe { libc::umask(0o022) };
@@ -312,7 +333,7 @@ fn run_file(
     if let Err(e) = confine::prepare(profile, network, None, &[0, 1, 2, EXEC_CHANNEL_FD]) {
         confinement_failed(chan, e);
     }
-    let prepared = confine::build(profile, &rules::Extra::default())
+    let prepared = confine::build(profile, &rules::Extra::default(), None)
         .unwrap_or_else(|e| confinement_failed(chan, e));
     // SAFETY: umask takes an integer and cannot fail.
     unsafe { libc::umask(0o022) };

@@ -99,6 +99,7 @@ struct Opts<'a> {
     timeout: Duration,
     cgroup: Option<&'a Cgroup>,
     netns_fd: Option<&'a OwnedFd>,
+    landlock_fd: Option<&'a OwnedFd>,
 }
 
 impl Default for Opts<'_> {
@@ -107,6 +108,7 @@ impl Default for Opts<'_> {
             timeout: Duration::from_secs(30),
             cgroup: None,
             netns_fd: None,
+            landlock_fd: None,
         }
     }
 }
@@ -117,6 +119,7 @@ fn spawn_raw(frame: &[u8], o: &Opts) -> Run {
     theirs.force_send_buffer(EXEC_REPORT_MAX).unwrap();
     let their_fd = theirs.raw_fd();
     let ns_fd = o.netns_fd.map(|f| f.as_raw_fd());
+    let ll_fd = o.landlock_fd.map(|f| f.as_raw_fd());
     let mut cmd = Command::new(EXE);
     cmd.env_clear()
         .current_dir("/")
@@ -131,6 +134,11 @@ fn spawn_raw(frame: &[u8], o: &Opts) -> Run {
             }
             if let Some(fd) = ns_fd {
                 if libc::dup2(fd, 4) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if let Some(fd) = ll_fd {
+                if libc::dup2(fd, 5) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
             }
@@ -260,6 +268,7 @@ fn command_in(
             cwd: "/".into(),
             netns_path: netns.map(str::to_string),
             cgroup_dir: cgroup.map(|c| c.0.display().to_string()),
+            prebuilt_landlock: false,
         },
     }
 }
@@ -415,6 +424,96 @@ fn case_basic(t: &mut T) {
         !r.out().contains("SECRET") && r.out().contains("PATH="),
         format!("clean env: {:?}", r.out()),
     );
+}
+
+/// A descriptor kept above the fds the child's dup2s overwrite.
+fn high_fd(fd: OwnedFd) -> OwnedFd {
+    // SAFETY: F_DUPFD_CLOEXEC on a live fd returns a new fd >= 10 or -1.
+    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
+    assert!(n >= 10);
+    // SAFETY: the fd was just created and is ours.
+    unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(n) }
+}
+
+fn case_prebuilt(t: &mut T) {
+    println!("prebuilt ruleset: the broker builds a profile's Landlock ruleset once");
+    let d = scratch_dir("prebuilt");
+    let target = d.join("x");
+    let profile = base_profile();
+    let fd = high_fd(sysward_sandbox::profile_rules::prebuild_ruleset(&profile).unwrap());
+    let with = |spec: ExecSpec| match spec {
+        ExecSpec::Command {
+            id,
+            profile,
+            mut command,
+        } => {
+            command.prebuilt_landlock = true;
+            ExecSpec::Command {
+                id,
+                profile,
+                command,
+            }
+        }
+        other => other,
+    };
+    let opts = Opts {
+        landlock_fd: Some(&fd),
+        ..Default::default()
+    };
+    let r = spawn(
+        &with(command(&["/bin/cat", "/etc/hostname"], profile.clone())),
+        &opts,
+    );
+    t.check(
+        r.report.is_none() && r.code() == Some(0),
+        format!(
+            "runs with the prebuilt ruleset: {:?} {:?}",
+            r.report,
+            r.err()
+        ),
+    );
+    let script = format!(
+        "touch {}; cat /etc/sysward/none 2>&1; true",
+        target.display()
+    );
+    let r = spawn(
+        &with(command(&["/bin/sh", "-c", &script], profile.clone())),
+        &opts,
+    );
+    t.check(
+        !target.exists() && r.report.is_none(),
+        format!("prebuilt ruleset still read-only: {:?}", r.err()),
+    );
+    // No fd 5, or something else on fd 5: refused, nothing runs.
+    let r = spawn(
+        &with(command(
+            &["/bin/touch", &target.display().to_string()],
+            profile.clone(),
+        )),
+        &Opts::default(),
+    );
+    t.check(
+        matches!(&r.report, Some(ExecReport::ConfinementFailed { step, .. }) if step == "landlock")
+            && !target.exists(),
+        format!("missing ruleset fd -> ConfinementFailed: {:?}", r.report),
+    );
+    let devnull = high_fd(std::fs::File::open("/dev/null").unwrap().into());
+    let r = spawn(
+        &with(command(
+            &["/bin/touch", &target.display().to_string()],
+            profile,
+        )),
+        &Opts {
+            landlock_fd: Some(&devnull),
+            ..Default::default()
+        },
+    );
+    t.check(
+        matches!(&r.report, Some(ExecReport::ConfinementFailed { step, .. }) if step == "landlock")
+            && !target.exists(),
+        format!("non-ruleset fd 5 -> ConfinementFailed: {:?}", r.report),
+    );
+    let _ = std::fs::remove_dir_all(&d);
 }
 
 fn case_read_only(t: &mut T) {
@@ -1396,6 +1495,7 @@ fn main() {
     type Case = (&'static str, fn(&mut T));
     let cases: Vec<Case> = vec![
         ("basic", case_basic),
+        ("prebuilt", case_prebuilt),
         ("read_only", case_read_only),
         ("no_network", case_no_network),
         ("protected", case_protected),

@@ -19,6 +19,10 @@ use serde::{Deserialize, Serialize};
 /// The fd number the executor finds its channel on.
 pub const EXEC_CHANNEL_FD: i32 = 3;
 
+/// With `prebuilt_landlock`, the fd holding the profile's Landlock ruleset
+/// (built by the broker with `sysward_sandbox::profile_rules::prebuild_ruleset`).
+pub const EXEC_LANDLOCK_FD: i32 = 5;
+
 /// Largest file body a write may produce (seed: 32 MiB).
 pub const FILE_WRITE_MAX: usize = 32 << 20;
 
@@ -34,6 +38,9 @@ pub struct CommandSpec {
     pub netns_path: Option<String>,
     /// Cgroup directory (v2) to join so every descendant can be killed.
     pub cgroup_dir: Option<String>,
+    /// fd [`EXEC_LANDLOCK_FD`] holds this profile's prebuilt Landlock ruleset
+    /// (the broker's per-profile cache); false: the executor builds it.
+    pub prebuilt_landlock: bool,
 }
 
 /// `{"command": "sshd", "args": ["-t", "-f", "{file}"]}`: run on the temporary

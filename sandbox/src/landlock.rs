@@ -188,6 +188,27 @@ pub struct BuiltRuleset {
     fd: OwnedFd,
 }
 
+impl BuiltRuleset {
+    /// The ruleset's descriptor (to cache it or pass it to another process).
+    pub fn into_fd(self) -> OwnedFd {
+        self.fd
+    }
+
+    /// Adopts a ruleset descriptor built elsewhere (the broker's cache),
+    /// after checking that it really is a Landlock ruleset.
+    pub fn from_fd(fd: OwnedFd) -> Result<BuiltRuleset, SandboxError> {
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|e| SandboxError::step("landlock", format!("inherited ruleset fd: {e}")))?;
+        if link.as_os_str() != "anon_inode:[landlock-ruleset]" {
+            return Err(SandboxError::step(
+                "landlock",
+                format!("inherited fd is {}, not a Landlock ruleset", link.display()),
+            ));
+        }
+        Ok(BuiltRuleset { fd })
+    }
+}
+
 /// `struct landlock_path_beneath_attr` (packed in the UAPI).
 #[repr(C, packed)]
 struct PathBeneathAttr {

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 pub mod creds;
 pub mod landlock;
 pub mod process;
+pub mod profile_rules;
 pub mod seccomp;
 pub mod sys;
 

@@ -1,4 +1,6 @@
-//! The Landlock rules of a profile.
+//! The Landlock rules of a `ConfinementProfile` (used by `sysward-exec`, and
+//! by the broker to build a profile's ruleset once and hand it to every
+//! executor of that profile — see [`prebuild_ruleset`]).
 //!
 //! Reads: `read_paths`, or everything except `read_all_except`. Writes:
 //! `write_paths` (read+write), or every write right except beneath
@@ -8,11 +10,12 @@
 //! runtime directory, binaries and units are never writable — so a profile
 //! built wrongly still cannot reach them.
 
+use crate::landlock::{self, LandlockRules};
+use crate::SandboxError;
+use ::landlock::{AccessFs, BitFlags};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use sysward_ipc::profile::ConfinementProfile;
-use sysward_sandbox::deps::landlock::{AccessFs, BitFlags};
-use sysward_sandbox::landlock::{self, LandlockRules};
-use sysward_sandbox::SandboxError;
 
 /// Never readable by any action.
 pub const READ_PROTECTED: &[&str] = &["/etc/sysward"];
@@ -49,7 +52,8 @@ fn strings(v: &[&str]) -> Vec<PathBuf> {
     v.iter().map(PathBuf::from).collect()
 }
 
-/// sysward's own binaries: the executor's directory's `sysward*` programs.
+/// sysward's own binaries: the running program's directory's `sysward*`
+/// programs (the broker and the executor live side by side).
 fn own_binaries() -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Ok(exe) = std::fs::read_link("/proc/self/exe") {
@@ -136,4 +140,17 @@ pub fn landlock_rules(
         landlock::grant_beneath_except(&mut rules, Path::new(d), &[], dev)?;
     }
     Ok(rules)
+}
+
+/// Builds the complete ruleset of `profile` (no extra grants) without
+/// enforcing it, and returns its descriptor. The broker may build it once per
+/// distinct profile, keep it, and pass a copy to each `sysward-exec` as fd
+/// [`sysward_ipc::exec::EXEC_LANDLOCK_FD`] with `prebuilt_landlock: true`:
+/// the executor then skips the walk (the expensive part of confinement). A
+/// cached ruleset can only go stale towards less access (entries created
+/// after the walk are not granted), never more.
+pub fn prebuild_ruleset(profile: &ConfinementProfile) -> Result<OwnedFd, SandboxError> {
+    Ok(landlock_rules(profile, &Extra::default())?
+        .build()?
+        .into_fd())
 }
