@@ -198,6 +198,9 @@ fn garbage_never_panics() {
         "exec 3<>/dev/tcp/1.2.3.4/80",
         "cat </dev/tcp/1.2.3.4/80",
         "echo >/dev/udp/1.1.1.1/53",
+                // Found by cargo-fuzz: brush-parser unwraps an fd number that overflows.
+        "tee 444444444444444444444444444444444444> (mr-rf 0)/nu/dee \u{1b}vnull",
+        "ls 99999999999> x", "echo ~+99999999999999999999999", "echo {1..99999999999999999999}",
         "x=( $(id) )",
         "declare -A a=([k]=$(id))",
         "[[ -v a[$(id)] ]]",

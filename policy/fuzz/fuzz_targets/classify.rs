@@ -4,6 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use sysward_policy::{explain, parse_agent_md, Engine, HostFacts, LexicalPaths, Request, Risk};
 
@@ -19,7 +20,26 @@ fn engine() -> &'static Engine {
     })
 }
 
+/// The engine catches panics inside brush-parser (a documented last line of
+/// defence); libFuzzer's hook would turn even a caught panic into an abort.
+/// Count them instead and report the first few: a panic that escapes
+/// `decide` still aborts through libfuzzer-sys's own catch_unwind.
+fn quiet_caught_panics() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        std::panic::set_hook(Box::new(|info| {
+            let n = CAUGHT.fetch_add(1, Ordering::Relaxed);
+            if n < 5 {
+                eprintln!("caught panic #{n}: {info}");
+            }
+        }));
+    });
+}
+
+static CAUGHT: AtomicUsize = AtomicUsize::new(0);
+
 fuzz_target!(|data: &[u8]| {
+    quiet_caught_panics();
     let Ok(s) = std::str::from_utf8(data) else {
         return;
     };

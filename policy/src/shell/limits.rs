@@ -65,6 +65,33 @@ pub fn openers(script: &str) -> usize {
     count
 }
 
+/// Inputs known to make brush-parser 0.4.0 panic (an `unwrap` on a number
+/// that overflows): a file-descriptor number of 10 or more digits before `<`
+/// or `>`, or any run of 19 or more digits (tilde and brace indices). The
+/// panic would be caught, but we do not feed the parser what we know breaks it.
+pub fn known_parser_panic(script: &str) -> Option<&'static str> {
+    let b = script.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_digit() {
+            let start = i;
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+            let run = i - start;
+            if run >= 19 {
+                return Some("a number too long for the bash parser");
+            }
+            if run >= 10 && i < b.len() && (b[i] == b'<' || b[i] == b'>') {
+                return Some("a file descriptor number too large for the bash parser");
+            }
+        } else {
+            i += 1;
+        }
+    }
+    None
+}
+
 fn is_opening_keyword(word: &[u8]) -> bool {
     matches!(
         word,

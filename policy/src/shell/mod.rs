@@ -94,6 +94,10 @@ impl Analyzer {
             ));
             return;
         }
+                if let Some(why) = limits::known_parser_panic(text) {
+            self.items.push(Item::Opaque(why.to_string()));
+            return;
+        }
         let opts = words::options();
         let parsed = std::panic::catch_unwind(|| {
             let mut parser = brush_parser::Parser::new(text.as_bytes(), &opts);

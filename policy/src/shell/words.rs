@@ -53,6 +53,15 @@ pub fn options() -> ParserOptions {
 
 /// Parses one raw word. Substitutions are appended to `nested`.
 pub fn arg_of(raw: &str, nested: &mut Vec<Nested>) -> Arg {
+    if let Some(why) = super::limits::known_parser_panic(raw) {
+        nested.push(Nested::Opaque(why.to_string()));
+        return Arg {
+            text: raw.to_string(),
+            literal: false,
+            glob: false,
+            under: None,
+        };
+    }
     let opts = options();
     let pieces = match std::panic::catch_unwind(|| brush_parser::word::parse(raw, &opts)) {
         Ok(Ok(p)) => p,
@@ -87,6 +96,10 @@ pub fn arg_of(raw: &str, nested: &mut Vec<Nested>) -> Arg {
 
 /// A heredoc body that undergoes expansion: its substitutions are code.
 pub fn heredoc_nested(body: &str, nested: &mut Vec<Nested>) -> bool {
+    if let Some(why) = super::limits::known_parser_panic(body) {
+        nested.push(Nested::Opaque(why.to_string()));
+        return false;
+    }
     let opts = options();
     match std::panic::catch_unwind(|| brush_parser::word::parse_heredoc(body, &opts)) {
         Ok(Ok(pieces)) => {
