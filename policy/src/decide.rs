@@ -203,8 +203,14 @@ fn path_rules(
         if matches!(t, Target::Unresolved) {
             continue;
         }
-        for p in &sets.read_protected {
-            if paths::relation(t, p).at_or_inside() {
+                for p in &sets.read_protected {
+            // A recursive reader of an ancestor (grep -r, git status in the
+            // project) is not refused: the kernel profile keeps p unreadable.
+            let hit = match t {
+                Target::Beneath(q) => q.starts_with(p),
+                _ => paths::relation(t, p).at_or_inside(),
+            };
+            if hit {
                 return Err(deny(
                     e,
                     risk,

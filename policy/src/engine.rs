@@ -292,13 +292,12 @@ fn abs(cwd: &Path) -> Option<PathBuf> {
 }
 
 fn one_line(s: &str) -> String {
-    let mut out: String = s.replace(['\n', '\r'], " ");
-    if out.len() > MAX_NORMALIZED {
-        let mut cut = MAX_NORMALIZED;
-        while !out.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        out.truncate(cut);
+    let mut cut = s.len().min(MAX_NORMALIZED);
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut out: String = s[..cut].replace(['\n', '\r'], " ");
+    if cut < s.len() {
         out.push('…');
     }
     out

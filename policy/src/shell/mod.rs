@@ -63,6 +63,9 @@ pub enum Item {
 pub struct Analyzer {
     pub items: Vec<Item>,
     work: usize,
+    /// Functions defined so far: calling one runs its body, which was
+    /// analysed where it was defined.
+    pub functions: std::collections::HashSet<String>,
 }
 
 impl Analyzer {

@@ -83,6 +83,7 @@ impl Walker<'_> {
                         "function {name} calls itself (fork bomb shape)"
                     )));
                 }
+                                self.an.functions.insert(name.clone());
                 let mut sub = cwd.clone();
                 self.compound(&f.body.0, &mut sub);
                 if let Some(r) = &f.body.1 {
@@ -292,6 +293,16 @@ impl Walker<'_> {
                     cmd.argv.push(Arg::lit("/dev/fd/63"));
                 }
             }
+        }
+                // A call of a function defined in this script: its body was analysed
+        // at the definition; the call itself only keeps its redirections.
+        let calls_function = cmd
+            .argv
+            .first()
+            .and_then(Arg::plain)
+            .is_some_and(|n| self.an.functions.contains(n));
+        if calls_function {
+            cmd.argv = vec![Arg::lit(":")];
         }
         // `cd DIR` moves the cwd used to resolve later relative paths.
         let is_cd = cmd
