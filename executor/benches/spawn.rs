@@ -97,9 +97,13 @@ fn exec(frame: &[u8], netns: &OwnedFd, ruleset: Option<&OwnedFd>) -> Duration {
     let child = cmd.spawn().unwrap();
     drop(theirs);
     ours.send_frame(frame).unwrap();
-    // EOF (no report) = confined and exec'd.
+    // EOF (no report) = confined and exec'd; a garbage frame is refused.
     match ours.recv::<sysward_ipc::exec::ExecReport>() {
         Err(e) if e.is_disconnect() => {}
+        Ok(sysward_ipc::exec::ExecReport::Refused { .. }) if frame == b"garbage" => {
+            let _ = child_wait(child);
+            return t.elapsed();
+        }
         other => panic!("executor reported instead of running: {other:?}"),
     }
     finish(child);
@@ -123,6 +127,10 @@ impl Drop for Holder {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+fn child_wait(mut child: std::process::Child) -> std::process::ExitStatus {
+    child.wait().unwrap()
 }
 
 struct Stats {
@@ -230,8 +238,10 @@ fn main() {
         }
     }
     let (mut b, mut e, mut p, mut w) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut g = Vec::new();
     for _ in 0..runs {
         b.push(bare());
+        g.push(exec(b"garbage", &netns, None));
         e.push(exec(&frame, &netns, None));
         p.push(exec(&frame_pre, &netns, Some(&ruleset)));
         if have_bwrap {
@@ -242,6 +252,7 @@ fn main() {
     let sb = stats(&mut b);
     let se = stats(&mut e);
     let sp = stats(&mut p);
+    let sg = stats(&mut g);
     let row = |name: &str, s: &Stats| {
         println!(
             "  {name:<48} median {:>6.3}  p99 {:>6.3}  mean {:>6.3}",
@@ -252,6 +263,7 @@ fn main() {
     row("bare /bin/true", &sb);
     row("sysward-exec read-only, ruleset built per action", &se);
     row("sysward-exec read-only, prebuilt ruleset (fd 5)", &sp);
+    row("(sysward-exec start + refuse, no confinement)", &sg);
     println!(
         "  sysward-exec / bare (median): built {:.2}x, prebuilt {:.2}x   target <= 2x",
         se.median / sb.median,

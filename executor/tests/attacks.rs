@@ -435,6 +435,48 @@ fn high_fd(fd: OwnedFd) -> OwnedFd {
     unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(n) }
 }
 
+/// Runs inside a pty (the "operator's terminal" is its controlling tty):
+/// spawns an action that tries to use /dev/tty, prints the outcome.
+fn tty_child() {
+    let r = spawn(
+        &command(
+            &["/bin/sh", "-c", "if (exec 3</dev/tty) 2>/dev/null; then echo TTY-OPEN; else echo NO-TTY; fi; ps -o pgid= -o sid= -p $$"],
+            base_profile(),
+        ),
+        &Opts::default(),
+    );
+    print!("RESULT {} {:?} {}", r.out(), r.report, r.err());
+}
+
+fn case_tty(t: &mut T) {
+    println!("terminal: an action run from a broker with a controlling terminal cannot reach it");
+    if which("python3").is_none() {
+        t.skip("python3 missing: controlling-terminal test skipped");
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let script = format!(
+        "import os,pty,sys\npid,fd=pty.fork()\nif pid==0:\n    os.execv({exe:?},[{exe:?},'tty-child'])\nout=b''\nwhile True:\n    try:\n        b=os.read(fd,4096)\n    except OSError:\n        break\n    if not b: break\n    out+=b\nos.waitpid(pid,0)\nsys.stdout.write(out.decode(errors='replace'))\n",
+        exe = exe.display().to_string()
+    );
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let result = text.split("RESULT").nth(1).unwrap_or("").trim().to_string();
+    let own_group = result
+        .split_whitespace()
+        .nth(1)
+        .zip(result.split_whitespace().nth(2))
+        .is_some_and(|(pgid, sid)| pgid != sid);
+    t.check(
+        result.starts_with("NO-TTY") && own_group,
+        format!("no /dev/tty, own process group: {result:?}"),
+    );
+}
+
 fn case_prebuilt(t: &mut T) {
     println!("prebuilt ruleset: the broker builds a profile's Landlock ruleset once");
     let d = scratch_dir("prebuilt");
@@ -1480,6 +1522,9 @@ fn helper_gateway(uid: u32) {
 
 fn main() {
     let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("tty-child") {
+        return tty_child();
+    }
     if argv.get(1).map(String::as_str) == Some("helper-gateway") {
         return helper_gateway(argv[2].parse().unwrap());
     }
@@ -1496,6 +1541,7 @@ fn main() {
     let cases: Vec<Case> = vec![
         ("basic", case_basic),
         ("prebuilt", case_prebuilt),
+        ("tty", case_tty),
         ("read_only", case_read_only),
         ("no_network", case_no_network),
         ("protected", case_protected),

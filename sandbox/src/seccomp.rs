@@ -289,6 +289,8 @@ pub struct DenyListOptions {
     /// When the Landlock signal scope is off, signals to this pid (the broker)
     /// and to everything (`kill -1`) are denied here instead.
     pub protect_pid: Option<i32>,
+    /// Its process group: kill(-pgid) is denied as well.
+    pub protect_pgid: Option<i32>,
     /// The profile grants no write: also deny changing metadata (mode, owner,
     /// times, extended attributes), which Landlock does not cover and which a
     /// root uid may do on every root-owned file.
@@ -391,14 +393,19 @@ pub fn executor_programs(opts: DenyListOptions) -> Result<Vec<BpfProgram>, Sandb
     if let Some(pid) = opts.protect_pid {
         let pid32 = pid as u32 as u64;
         let neg = (-pid) as u32 as u64;
-        rules.insert(
-            libc::SYS_kill,
-            vec![
-                rule(vec![arg32(0, SeccompCmpOp::Eq, pid32)?])?,
-                rule(vec![arg32(0, SeccompCmpOp::Eq, neg)?])?,
-                rule(vec![arg32(0, SeccompCmpOp::Eq, u32::MAX as u64)?])?,
-            ],
-        );
+        let mut kill_rules = vec![
+            rule(vec![arg32(0, SeccompCmpOp::Eq, pid32)?])?,
+            rule(vec![arg32(0, SeccompCmpOp::Eq, neg)?])?,
+            rule(vec![arg32(0, SeccompCmpOp::Eq, u32::MAX as u64)?])?,
+        ];
+        if let Some(pgid) = opts.protect_pgid.filter(|&g| g > 1 && g != pid) {
+            kill_rules.push(rule(vec![arg32(
+                0,
+                SeccompCmpOp::Eq,
+                (-pgid) as u32 as u64,
+            )?])?);
+        }
+        rules.insert(libc::SYS_kill, kill_rules);
         rules.insert(
             libc::SYS_tkill,
             vec![rule(vec![arg32(0, SeccompCmpOp::Eq, pid32)?])?],

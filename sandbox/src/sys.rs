@@ -92,3 +92,57 @@ pub fn setsid() -> io::Result<()> {
     // SAFETY: no arguments.
     check(unsafe { libc::setsid() } as libc::c_long).map(|_| ())
 }
+
+/// setpgid(0, 0): a new process group led by the caller.
+pub fn new_process_group() -> io::Result<()> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::setpgid(0, 0) } as libc::c_long).map(|_| ())
+}
+
+pub fn getpgid(pid: libc::pid_t) -> io::Result<libc::pid_t> {
+    // SAFETY: integer argument only.
+    check(unsafe { libc::getpgid(pid) } as libc::c_long).map(|p| p as libc::pid_t)
+}
+
+/// Gives up the controlling terminal, if any, without starting a session:
+/// TIOCNOTTY on /dev/tty. Afterwards opening /dev/tty fails (ENXIO), so an
+/// action cannot read or write the operator's terminal through it.
+pub fn detach_controlling_tty() -> io::Result<()> {
+    let path = c"/dev/tty";
+    // SAFETY: static NUL-terminated path; the fd is closed below.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC | libc::O_NONBLOCK,
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            // No controlling terminal: nothing to give up.
+            Some(libc::ENXIO) | Some(libc::ENOENT) => Ok(()),
+            _ => Err(e),
+        };
+    }
+    // SAFETY: TIOCNOTTY takes no argument; fd is a live tty descriptor.
+    let rc = unsafe { libc::ioctl(fd, libc::TIOCNOTTY) };
+    let err = io::Error::last_os_error();
+    // SAFETY: closing the fd opened above.
+    unsafe { libc::close(fd) };
+    if rc < 0 {
+        return Err(err);
+    }
+    // SAFETY: as above; this open must now fail.
+    let again = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC | libc::O_NONBLOCK,
+        )
+    };
+    if again >= 0 {
+        // SAFETY: closing the fd just opened.
+        unsafe { libc::close(again) };
+        return Err(io::Error::other("still attached to a controlling terminal"));
+    }
+    Ok(())
+}
