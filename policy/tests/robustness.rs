@@ -127,6 +127,20 @@ fn small_scripts_run_inline_within_a_small_stack() {
 }
 
 #[test]
+fn backtracking_shapes_answer_fast() {
+    let e = engine();
+    for s in ["(".repeat(40), "( ".repeat(40), "( ( a ".repeat(30), "((a ".repeat(30), format!("(({}", "(".repeat(30))] {
+        let t = Instant::now();
+        let d = e.decide(&Request::Shell { script: &s, cwd: Path::new("/srv/agent/work") }, &LexicalPaths);
+        assert!(d.verdict.is_deny(), "{d:?}");
+        assert!(t.elapsed() < Duration::from_millis(500), "{:?} for {s}", t.elapsed());
+    }
+    // Ordinary scripts with a few pairs still parse.
+    let d = e.decide(&Request::Shell { script: "for ((i=0;i<3;i++)); do (( n += i )); done; echo $((n * (2 + 1)))", cwd: Path::new("/srv/agent/work") }, &LexicalPaths);
+    assert_eq!(d.verdict, Verdict::Allow, "{d:?}");
+}
+
+#[test]
 fn garbage_never_panics() {
     let samples = [
         "",
@@ -198,7 +212,10 @@ fn garbage_never_panics() {
         "exec 3<>/dev/tcp/1.2.3.4/80",
         "cat </dev/tcp/1.2.3.4/80",
         "echo >/dev/udp/1.1.1.1/53",
-                // Found by cargo-fuzz: brush-parser unwraps an fd number that overflows.
+                        // Found by cargo-fuzz: exponential backtracking on nested `(`.
+        "(((((,(,((((((((((((\u{11}(((\u{1f}((((((((((((((((((((((((((((((((((((,(,((((((2(\u{0}\u{0}ls",
+        "( ( a ( ( a ( ( a ( ( a ( ( a ( ( a ( ( a ( ( a ( ( a ( ( a ( ( a ( ( a ( ( a ( ( a ls",
+        // Found by cargo-fuzz: brush-parser unwraps an fd number that overflows.
         "tee 444444444444444444444444444444444444> (mr-rf 0)/nu/dee \u{1b}vnull",
         "ls 99999999999> x", "echo ~+99999999999999999999999", "echo {1..99999999999999999999}",
         "x=( $(id) )",

@@ -97,7 +97,14 @@ impl Analyzer {
             ));
             return;
         }
-                if let Some(why) = limits::known_parser_panic(text) {
+                        if limits::paren_pairs(text) > limits::MAX_PAREN_PAIRS {
+            self.items.push(Item::Unanalysable(format!(
+                "more than {} nested parentheses",
+                limits::MAX_PAREN_PAIRS
+            )));
+            return;
+        }
+        if let Some(why) = limits::known_parser_panic(text) {
             self.items.push(Item::Opaque(why.to_string()));
             return;
         }
