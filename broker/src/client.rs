@@ -1,13 +1,12 @@
 //! `sysward run|cli` without `--root`: an operator connected to the daemon.
 
-use crate::operator::{self, render_event, render_prompt, summary_json};
 use crate::sanitize;
+use crate::terminal::{Console, HistoryFile, Prompted};
 use anyhow::{bail, Context, Result};
 use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
-use std::io::{BufRead, Write};
 use std::path::Path;
 use sysward_ipc::agent::SessionMode;
-use sysward_ipc::operator::{ApprovalDecision, OperatorAnswer, OperatorRequest, RunOptions};
+use sysward_ipc::operator::{OperatorAnswer, OperatorRequest, RunOptions};
 use sysward_ipc::{Channel, BUILD_VERSION};
 
 pub fn run(socket_path: &Path, mode: SessionMode, dry_run: bool, json: bool) -> Result<i32> {
@@ -62,64 +61,45 @@ pub fn run(socket_path: &Path, mode: SessionMode, dry_run: bool, json: bool) -> 
                 cancel.reset();
             }
         })?;
-    let stdin = std::io::stdin();
-    let mut out = std::io::stdout();
+    // Line editing and history only for an interactive session; the history
+    // lives under the operator's own home (~/.sysward_history): this client
+    // is not root and cannot write the daemon's state directory.
+    let interactive = matches!(mode, SessionMode::Cli);
+    let history = if interactive {
+        HistoryFile::for_client()
+    } else {
+        None
+    };
+    let console = Console::new(json, history);
+    let screen = &console.screen;
     loop {
         let answer = match reader.recv::<OperatorAnswer>() {
             Ok(a) => a,
-            Err(e) => bail!("the daemon closed the session: {e}"),
+            Err(e) => {
+                screen.idle();
+                bail!("the daemon closed the session ({e}); see `journalctl -u sysward` or the broker's output, then try again");
+            }
         };
         match answer {
             OperatorAnswer::SessionStarted { session_id, banner } => {
-                if json {
-                    writeln!(
-                        out,
-                        "{}",
-                        serde_json::json!({"event": "session_start", "session": sanitize::one_line(&session_id, 64)})
-                    )?;
-                } else {
-                    writeln!(out, "{}", sanitize::for_terminal(&banner, 4000))?;
-                }
+                screen.banner(&session_id, &banner);
             }
-            OperatorAnswer::Event(ev) => {
-                if json {
-                    writeln!(out, "{}", operator::event_json(&ev))?;
-                } else if let Some(text) = render_event(&ev) {
-                    writeln!(out, "{text}")?;
-                }
-            }
+            OperatorAnswer::Event(ev) => screen.event(&ev),
             OperatorAnswer::InputWanted => {
-                write!(out, "agent> ")?;
-                out.flush()?;
                 signals
                     .at_prompt
                     .store(true, std::sync::atomic::Ordering::SeqCst);
-                let mut line = String::new();
-                let n = stdin.lock().read_line(&mut line)?;
+                let read = console.prompt();
                 signals
                     .at_prompt
                     .store(false, std::sync::atomic::Ordering::SeqCst);
-                if n == 0 {
-                    writer.send(&OperatorRequest::Detach)?;
-                } else {
-                    writer.send(&OperatorRequest::Input(
-                        line.trim_end_matches(['\n', '\r']).to_string(),
-                    ))?;
+                match read {
+                    Prompted::Line(line) => writer.send(&OperatorRequest::Input(line))?,
+                    Prompted::Exit => writer.send(&OperatorRequest::Detach)?,
                 }
             }
             OperatorAnswer::ApprovalNeeded(p) => {
-                let p = sysward_ipc::operator::ApprovalPrompt {
-                    id: sanitize::one_line(&p.id, 64),
-                    mode: sanitize::one_line(&p.mode, 64),
-                    host: sanitize::one_line(&p.host, 200),
-                    category: sanitize::one_line(&p.category, 64),
-                    risk: sanitize::one_line(&p.risk, 64),
-                    command: sanitize::one_line(&p.command, 4000),
-                    profile: sanitize::one_line(&p.profile, 2000),
-                    reason: sanitize::one_line(&p.reason, 1000),
-                };
-                writeln!(out, "{}", render_prompt(&p))?;
-                let (decision, note) = ask_approval(&stdin, &mut out)?;
+                let (decision, note) = console.approve(&p);
                 writer.send(&OperatorRequest::Approval {
                     id: p.id.clone(),
                     decision,
@@ -127,59 +107,14 @@ pub fn run(socket_path: &Path, mode: SessionMode, dry_run: bool, json: bool) -> 
                 })?;
             }
             OperatorAnswer::Finished(summary) => {
-                if json {
-                    writeln!(out, "{}", summary_json(&summary))?;
-                } else {
-                    writeln!(out, "{}", operator::render_summary(&summary))?;
-                }
+                screen.finished(&summary);
                 return Ok(summary.exit_code);
             }
             OperatorAnswer::Error { message } => {
+                screen.idle();
                 bail!("{}", sanitize::for_terminal(&message, 4000));
             }
             OperatorAnswer::Welcome { .. } => bail!("the daemon sent a second welcome"),
-        }
-    }
-}
-
-fn ask_approval(
-    stdin: &std::io::Stdin,
-    out: &mut std::io::Stdout,
-) -> Result<(ApprovalDecision, String)> {
-    let mut read = |prompt: &str| -> Result<Option<String>> {
-        write!(out, "{prompt}")?;
-        out.flush()?;
-        let mut line = String::new();
-        Ok(match stdin.lock().read_line(&mut line)? {
-            0 => None,
-            _ => Some(line.trim().to_string()),
-        })
-    };
-    loop {
-        let Some(answer) = read("answer [y/s/n]: ")? else {
-            return Ok((
-                ApprovalDecision::Deny,
-                "no answer (input closed)".to_string(),
-            ));
-        };
-        match answer.as_str() {
-            "y" | "Y" => return Ok((ApprovalDecision::AllowOnce, String::new())),
-            "s" | "S" => {
-                let confirm = read(
-                    "allow this exact command for the rest of the session? type 'yes' to confirm: ",
-                )?;
-                if confirm.as_deref() == Some("yes") {
-                    return Ok((
-                        ApprovalDecision::AllowSession { confirmed: true },
-                        String::new(),
-                    ));
-                }
-            }
-            "n" | "N" => {
-                let note = read("note for the model (optional): ")?.unwrap_or_default();
-                return Ok((ApprovalDecision::Deny, note));
-            }
-            _ => {}
         }
     }
 }

@@ -3,8 +3,9 @@
 
 use crate::cancel::CancelToken;
 use crate::sanitize;
-use std::io::{BufRead, Write};
-use std::sync::Mutex;
+use crate::terminal::{Console, HistoryFile, Prompted};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use sysward_ipc::agent::AgentEvent;
 use sysward_ipc::operator::{ApprovalDecision, ApprovalPrompt, SessionSummary};
 
@@ -20,6 +21,9 @@ pub trait Operator: Send + Sync {
     fn approve(&self, prompt: &ApprovalPrompt) -> Option<(ApprovalDecision, String)>;
     fn finished(&self, summary: &SessionSummary);
     fn cancel_token(&self) -> &CancelToken;
+    /// The broker's decision on the agent's call `call_id` (before it runs or
+    /// is refused), so a terminal can show the action in its risk colour.
+    fn decided(&self, _call_id: &str, _category: &str, _risk: &str, _verdict: &str) {}
 }
 
 /// Renders an event for a human, sanitized. `None` for events not shown.
@@ -125,20 +129,21 @@ pub fn render_summary(summary: &SessionSummary) -> String {
     out
 }
 
+/// The approval panel without colours (see `terminal::render_approval_panel`).
 pub fn render_prompt(p: &ApprovalPrompt) -> String {
-    format!(
-        "\n┌─ approval needed ({}) ──────────────\n│ mode:     {}\n│ host:     {}\n│ category: {}   risk: {}\n│ command:  {}\n│ runs as:  {}\n│ reason:   {}\n└─ [y] allow once  [s] allow for this session  [n] deny\n",
-        p.id, p.mode, p.host, p.category, p.risk, p.command, p.profile, p.reason
-    )
+    crate::terminal::render_approval_panel(p, crate::terminal::Style::plain())
 }
 
-/// The operator on this process's own terminal.
+/// The operator on this process's own terminal (`sysward run|cli --root DIR`):
+/// line editing and history at the `agent> ` prompt, a spinner while the model
+/// works, the approval panel. With `json`, one JSON object per line instead.
 pub struct LocalOperator {
     pub json: bool,
     pub interactive: bool,
     cancel: CancelToken,
-    at_prompt: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    out: Mutex<std::io::Stdout>,
+    at_prompt: Arc<AtomicBool>,
+    history: Option<HistoryFile>,
+    console: std::sync::OnceLock<Console>,
 }
 
 impl LocalOperator {
@@ -146,110 +151,79 @@ impl LocalOperator {
         json: bool,
         interactive: bool,
         cancel: CancelToken,
-        at_prompt: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        at_prompt: Arc<AtomicBool>,
     ) -> LocalOperator {
         LocalOperator {
             json,
             interactive,
             cancel,
             at_prompt,
-            out: Mutex::new(std::io::stdout()),
+            history: None,
+            console: std::sync::OnceLock::new(),
         }
     }
 
-    fn print(&self, text: &str) {
-        if let Ok(mut out) = self.out.lock() {
-            let _ = writeln!(out, "{text}");
-            let _ = out.flush();
-        }
+    /// Keeps the `agent> ` history in `DIR/.context-history` (0600, with
+    /// timestamps; credential-like lines are never written).
+    pub fn with_project_history(mut self, project_dir: &std::path::Path) -> LocalOperator {
+        self.history = Some(HistoryFile::for_project(project_dir));
+        self
     }
 
-    fn read_line(&self, prompt: &str) -> Option<String> {
-        if !self.json {
-            if let Ok(mut out) = self.out.lock() {
-                let _ = write!(out, "{prompt}");
-                let _ = out.flush();
-            }
-        }
-        let mut line = String::new();
-        match std::io::stdin().lock().read_line(&mut line) {
-            Ok(0) | Err(_) => None,
-            Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_string()),
-        }
+    /// The console starts on first use, so that nothing touches the terminal
+    /// before the session does.
+    fn console(&self) -> &Console {
+        self.console.get_or_init(|| {
+            let history = if self.interactive {
+                self.history.clone()
+            } else {
+                None
+            };
+            Console::new(self.json, history)
+        })
     }
 }
 
 impl Operator for LocalOperator {
     fn session_started(&self, session_id: &str, banner: &str) {
-        if self.json {
-            self.print(
-                &serde_json::json!({"event": "session_start", "session": session_id}).to_string(),
-            );
-        } else {
-            self.print(banner);
-        }
+        self.console().screen.banner(session_id, banner);
     }
 
     fn event(&self, event: &AgentEvent) {
-        if self.json {
-            self.print(&event_json(event).to_string());
-        } else if let Some(text) = render_event(event) {
-            self.print(&text);
-        }
+        self.console().screen.event(event);
     }
 
     fn next_input(&self) -> Option<String> {
         if !self.interactive {
             return None;
         }
-        // Ctrl+C at the prompt exits (seed); during a turn it cancels.
-        self.at_prompt
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        let line = self.read_line("agent> ");
-        self.at_prompt
-            .store(false, std::sync::atomic::Ordering::SeqCst);
-        line
+        // Ctrl+C at the prompt exits (seed); during a turn it cancels. With a
+        // line editor Ctrl+C at the prompt is a key, not a signal.
+        self.at_prompt.store(true, Ordering::SeqCst);
+        let read = self.console().prompt();
+        self.at_prompt.store(false, Ordering::SeqCst);
+        match read {
+            Prompted::Line(line) => Some(line),
+            Prompted::Exit => None,
+        }
     }
 
     fn approve(&self, prompt: &ApprovalPrompt) -> Option<(ApprovalDecision, String)> {
         if !self.interactive {
             return None;
         }
-        self.print(&render_prompt(prompt));
-        loop {
-            let answer = self.read_line("answer [y/s/n]: ")?;
-            match answer.trim() {
-                "y" | "Y" => return Some((ApprovalDecision::AllowOnce, String::new())),
-                "s" | "S" => {
-                    let confirm = self.read_line(
-                        "allow this exact command for the rest of the session? type 'yes' to confirm: ",
-                    )?;
-                    let confirmed = confirm.trim() == "yes";
-                    if confirmed {
-                        return Some((ApprovalDecision::AllowSession { confirmed }, String::new()));
-                    }
-                    self.print("not confirmed; answer again");
-                }
-                "n" | "N" => {
-                    let note = self
-                        .read_line("note for the model (optional): ")
-                        .unwrap_or_default();
-                    return Some((ApprovalDecision::Deny, note));
-                }
-                _ => self.print("answer y, s or n"),
-            }
-        }
+        Some(self.console().approve(prompt))
     }
 
     fn finished(&self, summary: &SessionSummary) {
-        if self.json {
-            self.print(&summary_json(summary).to_string());
-        } else {
-            self.print(&render_summary(summary));
-        }
+        self.console().screen.finished(summary);
     }
 
     fn cancel_token(&self) -> &CancelToken {
         &self.cancel
+    }
+
+    fn decided(&self, call_id: &str, _category: &str, risk: &str, _verdict: &str) {
+        self.console().screen.decided(call_id, risk);
     }
 }
