@@ -237,12 +237,26 @@ impl PolicyBlock {
         if self.task_order.is_empty() {
             out.push_str("# TASK_ORDER unset: lexicographic\n");
         } else {
-            let _ = writeln!(out, "TASK_ORDER={}", self.task_order.join(","));
+                        let _ = writeln!(out, "TASK_ORDER={}", quote_value(&self.task_order.join(",")));
         }
-        for rule in &self.rules {
-            let _ = writeln!(out, "{}", rule.describe());
+                for rule in &self.rules {
+            let _ = writeln!(
+                out,
+                "{}={}",
+                rule.action.directive(),
+                quote_value(&rule.prefix.join(" "))
+            );
         }
         out
+    }
+}
+
+/// A value that the parser would unquote gets a layer of quotes it can strip.
+fn quote_value(v: &str) -> String {
+    if v.starts_with(['"', '\'']) || v.ends_with(['"', '\'']) {
+        format!("\"{v}\"")
+    } else {
+        v.to_string()
     }
 }
 
