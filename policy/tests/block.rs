@@ -253,6 +253,14 @@ fn render_round_trips() {
     assert!(PolicyBlock::default()
         .render()
         .contains("# TASK_ORDER unset: lexicographic"));
+    // Found by cargo-fuzz: values the parser unquotes must render quoted.
+    let p = block("TASK_ORDER=\"'a.md'\"\nCOMMAND_DENY=\"'x' 'y'\"").unwrap();
+    assert_eq!(p.block.task_order, vec!["'a.md'"]);
+    let again = parse_agent_md(&format!("```policy\n{}```\n", p.block.render()))
+        .unwrap()
+        .block;
+    assert_eq!(again.task_order, p.block.task_order);
+    assert_eq!(again.rules[0].prefix, p.block.rules[0].prefix);
 }
 
 #[test]
