@@ -469,3 +469,21 @@ fn normalized_is_one_line_after_unwrapping() {
     let d = sh(&engine(""), "sudo timeout 5 nice -n 1 ls -la\n echo 'a b'");
     assert_eq!(d.normalized, "ls -la ; echo 'a b'");
 }
+
+#[test]
+fn engine_is_shareable_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Engine>();
+    assert_send_sync::<sysward_policy::Decision>();
+}
+
+#[test]
+fn unknown_programs_write_only_scratch_and_found_targets() {
+    let d = sh(&engine("EXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive"), "python3 x.py > out.txt");
+    assert_eq!(d.verdict, Verdict::Allow);
+    let p = d.profile.unwrap();
+    assert_eq!(p.write_paths, vec!["/srv/agent/work".to_string()]);
+    assert!(p.write_all_except.is_none());
+    let d = sh(&engine("EXECUTION_MODE=unrestricted\nALLOW_OUTSIDE_PROJECT_WRITE=true"), "python3 x.py");
+    assert!(d.profile.unwrap().write_all_except.is_some());
+}
