@@ -167,6 +167,18 @@ fn run_command(chan: &Channel, profile: &ConfinementProfile, cmd: &CommandSpec) 
             },
         );
     }
+    // Rust's runtime ignores SIGPIPE, and ignored signals and the mask
+    // survive execve: the command starts with every default (`yes | head`
+    // must end quietly).
+    if let Err(e) = sysward_sandbox::sys::reset_signals() {
+        confinement_failed(
+            chan,
+            confine::StepError {
+                step: "signals".into(),
+                error: e.to_string(),
+            },
+        );
+    }
     // SAFETY: argv_p/envp_p are NULL-terminated arrays of pointers into the
     // live CStrings above; execve only returns on failure.
     unsafe { libc::execve(argv_p[0], argv_p.as_ptr(), envp_p.as_ptr()) };

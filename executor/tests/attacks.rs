@@ -391,6 +391,28 @@ fn case_basic(t: &mut T) {
         format!("status of the command shows nnp, seccomp, no caps: {out:?}"),
     );
     let r = spawn(
+        &command(
+            &[
+                "/bin/sh",
+                "-c",
+                "yes | head -n1; grep -E 'SigIgn|SigBlk' /proc/self/status",
+            ],
+            base_profile(),
+        ),
+        &Opts::default(),
+    );
+    t.check(
+        r.out().starts_with("y\n")
+            && r.out().contains("SigIgn:\t0000000000000000")
+            && r.out().contains("SigBlk:\t0000000000000000")
+            && !r.err().contains("Broken pipe"),
+        format!(
+            "SIGPIPE has its default disposition: {:?} {:?}",
+            r.out(),
+            r.err()
+        ),
+    );
+    let r = spawn(
         &command(&["/nonexistent/prog"], base_profile()),
         &Opts::default(),
     );

@@ -146,3 +146,55 @@ pub fn detach_controlling_tty() -> io::Result<()> {
     }
     Ok(())
 }
+
+/// The kernel's `struct sigaction` for rt_sigaction(2) (x86_64 / aarch64).
+#[repr(C)]
+struct KernelSigaction {
+    handler: usize,
+    flags: u64,
+    restorer: usize,
+    mask: u64,
+}
+
+/// Every signal back to its default disposition and an empty signal mask:
+/// ignored signals and the mask survive execve, and a command must not start
+/// with SIGPIPE (or anything else) ignored because its parent chain did.
+/// Raw rt_sigaction, so glibc's internal signals are reset as well.
+pub fn reset_signals() -> io::Result<()> {
+    let dfl = KernelSigaction {
+        handler: 0, // SIG_DFL
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: `dfl` is a live kernel sigaction; no old action is read back.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                &dfl as *const KernelSigaction,
+                std::ptr::null_mut::<KernelSigaction>(),
+                8usize,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    let empty: u64 = 0;
+    // SAFETY: a live 8-byte mask; the old mask is not read back.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &empty as *const u64,
+            std::ptr::null_mut::<u64>(),
+            8usize,
+        )
+    })
+    .map(|_| ())
+}
