@@ -30,7 +30,13 @@ fn engine() -> Engine {
 
 fn decide_all(e: &Engine, cmds: &[String]) {
     for c in cmds {
-        let d = e.decide(&Request::Shell { script: c, cwd: Path::new("/srv/agent/work") }, &LexicalPaths);
+        let d = e.decide(
+            &Request::Shell {
+                script: c,
+                cwd: Path::new("/srv/agent/work"),
+            },
+            &LexicalPaths,
+        );
         black_box(d);
     }
 }
@@ -42,7 +48,13 @@ fn latency_report(e: &Engine, cmds: &[String]) {
     for _ in 0..rounds {
         for c in cmds {
             let t = Instant::now();
-            let d = e.decide(&Request::Shell { script: c, cwd: Path::new("/srv/agent/work") }, &LexicalPaths);
+            let d = e.decide(
+                &Request::Shell {
+                    script: c,
+                    cwd: Path::new("/srv/agent/work"),
+                },
+                &LexicalPaths,
+            );
             samples.push(t.elapsed());
             black_box(d);
         }

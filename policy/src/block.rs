@@ -237,9 +237,13 @@ impl PolicyBlock {
         if self.task_order.is_empty() {
             out.push_str("# TASK_ORDER unset: lexicographic\n");
         } else {
-                        let _ = writeln!(out, "TASK_ORDER={}", quote_value(&self.task_order.join(",")));
+            let _ = writeln!(
+                out,
+                "TASK_ORDER={}",
+                quote_value(&self.task_order.join(","))
+            );
         }
-                for rule in &self.rules {
+        for rule in &self.rules {
             let _ = writeln!(
                 out,
                 "{}={}",

@@ -203,7 +203,7 @@ fn path_rules(
         if matches!(t, Target::Unresolved) {
             continue;
         }
-                for p in &sets.read_protected {
+        for p in &sets.read_protected {
             // A recursive reader of an ancestor (grep -r, git status in the
             // project) is not refused: the kernel profile keeps p unreadable.
             let hit = match t {
@@ -365,6 +365,16 @@ fn path_rules(
             ),
             "ALLOW_OUTSIDE_PROJECT_WRITE",
         ));
+    }
+    // Writes that grant privileges or persistence are high risk.
+    for (t, k, _) in &all {
+        let sensitive = paths::SENSITIVE_WRITE.iter().any(|s| {
+            let rel = paths::relation(t, Path::new(s));
+            rel.at_or_inside() || (rel.ancestor && matches!(k, WriteKind::Tree | WriteKind::Move))
+        });
+        if sensitive && !matches!(t, Target::Unresolved) {
+            risk = risk.max(Risk::High);
+        }
     }
     // Risk from where it writes.
     if !all.is_empty() {

@@ -53,7 +53,7 @@ fn write_root(
         Target::Beneath(p) => Some(existing_dir(p, facts)),
         Target::Glob { prefix, .. } => Some(existing_dir(prefix, facts)),
         Target::Path(p) => match k {
-                        // Whether the file exists is not ours to know for sure (the
+            // Whether the file exists is not ours to know for sure (the
             // broker may resolve missing paths through their parent): its
             // directory, so that creating it works, unless that directory
             // holds protected paths.

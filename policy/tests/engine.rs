@@ -479,11 +479,17 @@ fn engine_is_shareable_across_threads() {
 
 #[test]
 fn unknown_programs_write_only_scratch_and_found_targets() {
-    let d = sh(&engine("EXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive"), "python3 x.py > out.txt");
+    let d = sh(
+        &engine("EXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive"),
+        "python3 x.py > out.txt",
+    );
     assert_eq!(d.verdict, Verdict::Allow);
     let p = d.profile.unwrap();
     assert_eq!(p.write_paths, vec!["/srv/agent/work".to_string()]);
     assert!(p.write_all_except.is_none());
-    let d = sh(&engine("EXECUTION_MODE=unrestricted\nALLOW_OUTSIDE_PROJECT_WRITE=true"), "python3 x.py");
+    let d = sh(
+        &engine("EXECUTION_MODE=unrestricted\nALLOW_OUTSIDE_PROJECT_WRITE=true"),
+        "python3 x.py",
+    );
     assert!(d.profile.unwrap().write_all_except.is_some());
 }

@@ -77,7 +77,7 @@ fn one_mebibyte_of_nesting_is_denied_quickly() {
         d.verdict.is_deny() && d.reason.contains("larger than 1 MiB"),
         "{d:?}"
     );
-        assert!(took < Duration::from_millis(500), "{took:?}");
+    assert!(took < Duration::from_millis(500), "{took:?}");
     // …and the engine keeps serving.
     let (d, _) = decide_on(2 * MIB, "ls -la".to_string());
     assert_eq!(d.verdict, Verdict::Allow);
@@ -129,14 +129,36 @@ fn small_scripts_run_inline_within_a_small_stack() {
 #[test]
 fn backtracking_shapes_answer_fast() {
     let e = engine();
-    for s in ["(".repeat(40), "( ".repeat(40), "( ( a ".repeat(30), "((a ".repeat(30), format!("(({}", "(".repeat(30))] {
+    for s in [
+        "(".repeat(40),
+        "( ".repeat(40),
+        "( ( a ".repeat(30),
+        "((a ".repeat(30),
+        format!("(({}", "(".repeat(30)),
+    ] {
         let t = Instant::now();
-        let d = e.decide(&Request::Shell { script: &s, cwd: Path::new("/srv/agent/work") }, &LexicalPaths);
+        let d = e.decide(
+            &Request::Shell {
+                script: &s,
+                cwd: Path::new("/srv/agent/work"),
+            },
+            &LexicalPaths,
+        );
         assert!(d.verdict.is_deny(), "{d:?}");
-        assert!(t.elapsed() < Duration::from_millis(500), "{:?} for {s}", t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_millis(500),
+            "{:?} for {s}",
+            t.elapsed()
+        );
     }
     // Ordinary scripts with a few pairs still parse.
-    let d = e.decide(&Request::Shell { script: "for ((i=0;i<3;i++)); do (( n += i )); done; echo $((n * (2 + 1)))", cwd: Path::new("/srv/agent/work") }, &LexicalPaths);
+    let d = e.decide(
+        &Request::Shell {
+            script: "for ((i=0;i<3;i++)); do (( n += i )); done; echo $((n * (2 + 1)))",
+            cwd: Path::new("/srv/agent/work"),
+        },
+        &LexicalPaths,
+    );
     assert_eq!(d.verdict, Verdict::Allow, "{d:?}");
 }
 

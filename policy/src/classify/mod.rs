@@ -531,7 +531,7 @@ fn classify_cmd(cmd: Cmd, an: &mut Analyzer, paths: &dyn PathFacts) -> Effect {
     }
     let (mut effect, argv) = wrappers::unwrap_and_classify(cmd.argv, &mut cx);
     effect.merge(base);
-        effect.argv = argv.iter().map(|a| a.text.clone()).collect();
+    effect.argv = argv.iter().map(|a| a.text.clone()).collect();
     // Operator rules see the program name without its directory.
     if let (Some(first), Some(a0)) = (effect.argv.first_mut(), argv.first()) {
         if let Ok(name) = program_name(a0) {

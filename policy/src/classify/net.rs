@@ -755,6 +755,28 @@ fn git(args: &[Arg], cx: &mut Cx<'_>) -> Effect {
         | "annotate" | "difftool_" => {
             let mut e = Effect::ro(format!("git {sub} reads the repository"));
             e.reads.push(repo.clone());
+            // `git log/diff --output=FILE` writes FILE.
+            for (i, a) in rest.iter().enumerate() {
+                let file = if let Some(f) = a.text.strip_prefix("--output=") {
+                    Some(Arg {
+                        text: f.to_string(),
+                        ..a.clone()
+                    })
+                } else if a.text == "--output" {
+                    rest.get(i + 1).cloned()
+                } else {
+                    None
+                };
+                if let Some(f) = file {
+                    let mut w = Effect::new(
+                        Category::Write,
+                        Risk::Low,
+                        format!("git {sub} --output writes a file"),
+                    );
+                    w.writes.push((cx.target(&f), WriteKind::File));
+                    e.merge(w);
+                }
+            }
             e
         }
         "branch" | "tag" => {

@@ -97,7 +97,7 @@ impl Analyzer {
             ));
             return;
         }
-                        if limits::paren_pairs(text) > limits::MAX_PAREN_PAIRS {
+        if limits::paren_pairs(text) > limits::MAX_PAREN_PAIRS {
             self.items.push(Item::Unanalysable(format!(
                 "more than {} nested parentheses",
                 limits::MAX_PAREN_PAIRS

@@ -83,7 +83,7 @@ impl Walker<'_> {
                         "function {name} calls itself (fork bomb shape)"
                     )));
                 }
-                                self.an.functions.insert(name.clone());
+                self.an.functions.insert(name.clone());
                 let mut sub = cwd.clone();
                 self.compound(&f.body.0, &mut sub);
                 if let Some(r) = &f.body.1 {
@@ -294,7 +294,7 @@ impl Walker<'_> {
                 }
             }
         }
-                // A call of a function defined in this script: its body was analysed
+        // A call of a function defined in this script: its body was analysed
         // at the definition; the call itself only keeps its redirections.
         let calls_function = cmd
             .argv
