@@ -32,5 +32,5 @@ pub use error::PolicyError;
 pub use facts::{HostFacts, LexicalPaths, PathFacts};
 pub use request::{Request, ToolPaths};
 pub use shell::limits::{MAX_OPENERS, MAX_SCRIPT_BYTES};
-pub use tools::{tool_names, TOOL_CATALOG};
+pub use tools::{tool_names, Access, ToolSpec, TOOL_CATALOG};
 pub use types::{Category, Risk, Verdict};
