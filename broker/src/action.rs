@@ -42,6 +42,8 @@ pub struct Outcome {
     pub duration: Duration,
     /// Why nothing ran, when `ending == NotRun`.
     pub error: Option<String>,
+    /// Secrets masked in stdout and stderr (before capture and saving).
+    pub redactions: crate::redact::RedactionCounts,
     /// `Ok((output, change))` / `Err(error)` of a file operation.
     pub file_result: Option<std::result::Result<(String, Option<FileChange>), String>>,
 }
@@ -105,6 +107,7 @@ impl Runner {
         timeout: Duration,
         cancel: &CancelToken,
         save_prefix: &str,
+        redactor: &std::sync::Arc<crate::redact::Redactor>,
     ) -> Result<Outcome> {
         let start = Instant::now();
         let (ours, theirs) = Channel::pair()?;
@@ -134,6 +137,10 @@ impl Runner {
                 err,
             ));
         }
+        // Secrets are masked before anything is kept or saved: a head/tail cut
+        // through a value would leave a fragment no later pass recognises.
+        let mut out_red = redactor.stream();
+        let mut err_red = redactor.stream();
         let pidfd = pidfd.context("pidfd_open")?;
         let deadline = start + timeout;
         let mut out_r = Some(std::fs::File::from(out_r));
@@ -260,6 +267,10 @@ impl Runner {
             None => child.wait()?,
         };
         let duration = start.elapsed();
+        out.push(&out_red.finish());
+        err.push(&err_red.finish());
+        let mut redactions = out_red.counts();
+        redactions.add(&err_red.counts());
         let stdout = out.finish();
         let stderr = err.finish();
         let (ending, error, file_result) = match report {
@@ -302,6 +313,7 @@ impl Runner {
             stderr,
             duration,
             error,
+            redactions,
             file_result,
         })
     }
@@ -314,6 +326,7 @@ fn not_run(error: String, start: Instant, out: Capture, err: Capture) -> Outcome
         stderr: err.finish(),
         duration: start.elapsed(),
         error: Some(error),
+        redactions: Default::default(),
         file_result: None,
     }
 }

@@ -19,6 +19,10 @@ pub fn broker_context_with_binaries(
     project::ensure_private_dir(&layout.agent_dir())?;
     project::ensure_private_dir(&layout.tmp_dir())?;
     let audit = audit::Audit::open(&layout.audit_log(), &layout.audit_head())?;
+    let secrets = crate::secrets::SecretStore::load(&layout).context("cannot load the secrets")?;
+    for w in secrets.warnings() {
+        eprintln!("sysward: warning: {w}");
+    }
     let netns =
         netns::create_empty().context("cannot create the empty network namespace for actions")?;
     let runner = action::Runner::new(
@@ -32,6 +36,7 @@ pub fn broker_context_with_binaries(
         .unwrap_or_else(|_| "unknown".to_string());
     Ok(session::BrokerContext {
         audit: Arc::new(audit),
+        secrets: Arc::new(secrets),
         runner,
         agent_path: spawn::checked(bin_dir, "sysward-agent")?,
         gateway_path: spawn::checked(bin_dir, "sysward-gateway")?,

@@ -298,6 +298,39 @@ impl Plan {
         }
     }
 
+    /// The working directory the request runs in.
+    pub fn cwd(&self) -> &Path {
+        match self {
+            Plan::Command(c) | Plan::Builtin { command: c, .. } => &c.cwd,
+            Plan::File { cwd, .. } => cwd,
+        }
+    }
+
+    /// Refuses a request whose secret placeholders could not be substituted
+    /// (embedded, in a shell script, out of scope, unknown) before anyone is
+    /// asked to approve it. Builtin scripts are the broker's own.
+    pub fn check_secrets(
+        &self,
+        secrets: &crate::secrets::SessionSecrets,
+    ) -> std::result::Result<(), String> {
+        let r = match self {
+            Plan::Builtin { .. } => Ok(()),
+            Plan::Command(c) => match &c.script {
+                Some(script) => secrets.check_shell(script),
+                None => {
+                    let program = tools::resolve_program(&c.argv[0])
+                        .unwrap_or_else(|_| PathBuf::from(&c.argv[0]));
+                    secrets
+                        .check_command(&program, &c.argv, &[], None)
+                        .map(|_| ())
+                }
+            },
+            Plan::File { op, .. } => secrets.check_file_op(op).map(|_| ()),
+        };
+        let cwd_check = secrets.check_text("cwd", &self.cwd().display().to_string());
+        r.and(cwd_check).map_err(|e| e.to_string())
+    }
+
     /// The timeout the request asked for (bounded when decoded).
     pub fn timeout_secs(&self) -> Option<u64> {
         match self {
@@ -336,6 +369,7 @@ impl Plan {
                         cwd: c.cwd.display().to_string(),
                         netns_path: if profile.network { None } else { netns_path },
                         cgroup_dir,
+                        prebuilt_landlock: false,
                     },
                     profile,
                 })

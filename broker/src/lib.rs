@@ -23,5 +23,5 @@ pub mod secrets;
 pub mod session;
 pub mod signals;
 pub mod spawn;
-pub mod terminal;
+pub mod tasks;
 pub mod tools;

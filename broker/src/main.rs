@@ -72,11 +72,48 @@ enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// Secrets held by the broker: names and scopes, never values.
+    Secrets {
+        #[command(subcommand)]
+        command: SecretsCommand,
+    },
+    /// Pending approvals of unattended runs.
+    Approvals {
+        #[arg(long)]
+        root: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a pending request: the next run making it proceeds once.
+    Approve {
+        id: String,
+        #[arg(long)]
+        root: Option<PathBuf>,
+    },
+    /// Deny a pending request, with a note the model will see.
+    Deny {
+        id: String,
+        #[arg(long)]
+        note: Option<String>,
+        #[arg(long)]
+        root: Option<PathBuf>,
+    },
     /// Write man pages or shell completions (for packaging).
     #[command(hide = true)]
     Generate {
         #[command(subcommand)]
         what: GenerateCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SecretsCommand {
+    /// Names, scopes and sizes (`(set, N bytes)`), never values.
+    List {
+        #[arg(long)]
+        root: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -289,6 +326,28 @@ fn real_main() -> Result<i32> {
             Ok(0)
         }
         Command::Generate { what } => generate(what),
+        Command::Secrets {
+            command: SecretsCommand::List { root, json },
+        } => {
+            require_root("sysward secrets")?;
+            sysward_broker::secrets::cmd_list(&layout_for(&root)?, json)
+        }
+        Command::Approvals { root, json } => {
+            require_root("sysward approvals")?;
+            sysward_broker::approvals::cmd_list(&layout_for(&root)?, json)
+        }
+        Command::Approve { id, root } => {
+            require_root("sysward approve")?;
+            let layout = layout_for(&root)?;
+            let audit = audit::Audit::open(&layout.audit_log(), &layout.audit_head())?;
+            sysward_broker::approvals::cmd_approve(&layout, &audit, &id)
+        }
+        Command::Deny { id, note, root } => {
+            require_root("sysward deny")?;
+            let layout = layout_for(&root)?;
+            let audit = audit::Audit::open(&layout.audit_log(), &layout.audit_head())?;
+            sysward_broker::approvals::cmd_deny(&layout, &audit, &id, note.as_deref())
+        }
         Command::Audit {
             command: AuditCommand::Verify { root, acknowledge },
         } => {

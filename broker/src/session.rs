@@ -2,11 +2,15 @@
 //! makes, each decided, audited and answered here.
 
 use crate::action::{Ending, Runner};
+use crate::approvals::{self, ApprovalRequest, Approvals};
 use crate::audit::Audit;
 use crate::gateway_link::GatewayLink;
 use crate::operator::Operator;
 use crate::project::{Layout, Project, ProjectLock};
+use crate::redact;
+use crate::secrets::SessionSecrets;
 use crate::spawn::{self, Account};
+use crate::tasks::TaskRecords;
 use crate::{sanitize, tools};
 use anyhow::{Context, Result};
 use serde_json::json;
@@ -52,6 +56,9 @@ pub static PROCESS_START: std::sync::OnceLock<Instant> = std::sync::OnceLock::ne
 pub struct BrokerContext {
     pub layout: Layout,
     pub audit: Arc<Audit>,
+    /// The secret store (values never leave the broker except into an
+    /// executor spec, by whole-string substitution within each secret's scope).
+    pub secrets: Arc<crate::secrets::SecretStore>,
     pub runner: Runner,
     pub agent_path: PathBuf,
     pub gateway_path: PathBuf,
@@ -168,8 +175,10 @@ struct Session<'a> {
     chan: Channel,
     gateway: GatewayLink,
     state: AgentState,
-    tasks_expected: Vec<String>,
+    /// The tasks handed to the agent, with the content hash the broker read.
+    tasks_expected: Vec<(String, String)>,
     outcomes: Vec<TaskOutcome>,
+    records: TaskRecords,
     actions: u32,
     denials: u32,
     pending: u32,
@@ -177,6 +186,10 @@ struct Session<'a> {
     /// Requests of the current task that needed a person who was not there: the
     /// task cannot end DONE, whatever the model claims.
     pending_in_task: Vec<String>,
+    secrets: SessionSecrets,
+    approvals: Approvals,
+    /// The task being worked on (for pending approvals).
+    current_task: Option<String>,
     _lock: ProjectLock,
 }
 
@@ -190,8 +203,20 @@ impl<'a> Session<'a> {
         let lock = ProjectLock::acquire(&ctx.layout)?;
         let project = Project::load(ctx.layout.clone())?;
         let mut warnings = project.warnings.clone();
+        let records = TaskRecords::load(&ctx.layout);
+        let mut skipped = Vec::new();
         let tasks = match req.mode {
-            SessionMode::Tasks { .. } => project.tasks(&mut warnings)?,
+            SessionMode::Tasks { rerun } => {
+                let mut run = Vec::new();
+                for t in project.tasks(&mut warnings)? {
+                    if !rerun && records.done_and_unchanged(&t) {
+                        skipped.push(t);
+                    } else {
+                        run.push(t);
+                    }
+                }
+                run
+            }
             SessionMode::Cli => Vec::new(),
         };
         for w in &warnings {
@@ -200,6 +225,11 @@ impl<'a> Session<'a> {
         let agent_account = spawn::account(&project.conf.agent_user)?;
         let model_account = spawn::account(&project.conf.model_user)?;
         let engine = crate::decide::engine(ctx, &project)?;
+        let mut secrets = SessionSecrets::new(Arc::clone(&ctx.secrets));
+        if !project.conf.api_key.is_empty() {
+            secrets.add_redaction("API_KEY", &project.conf.api_key, &project.conf.masked_key());
+        }
+        let approvals = Approvals::open(&ctx.layout)?;
         let gateway = GatewayLink::start(&ctx.gateway_path, &project.conf, &model_account)
             .context("cannot start the model gateway")?;
         let (chan, agent) = start_agent(ctx, &agent_account)?;
@@ -213,7 +243,12 @@ impl<'a> Session<'a> {
         op.session_started(id, &banner);
         let setup = SessionSetup {
             session_id: id.to_string(),
-            mode: req.mode.clone(),
+            // The broker already left out what is DONE and unchanged: the agent
+            // runs every task it is given.
+            mode: match req.mode {
+                SessionMode::Tasks { .. } => SessionMode::Tasks { rerun: true },
+                SessionMode::Cli => SessionMode::Cli,
+            },
             instructions: project.agent_md.clone(),
             policy_text: project.policy.render(),
             execution_mode: project.policy.execution_mode.as_str().to_string(),
@@ -235,7 +270,26 @@ impl<'a> Session<'a> {
             tasks,
             warnings,
         };
-        let tasks_expected = setup.tasks.iter().map(|t| t.name.clone()).collect();
+        let tasks_expected = setup
+            .tasks
+            .iter()
+            .map(|t| (t.name.clone(), t.sha256.clone()))
+            .collect();
+        let mut outcomes = Vec::new();
+        for t in skipped {
+            op.event(&AgentEvent::TaskSkipped {
+                name: t.name.clone(),
+                reason: "DONE and unchanged; use --rerun to repeat".to_string(),
+            });
+            outcomes.push(TaskOutcome {
+                name: t.name,
+                sha256: t.sha256,
+                status: TaskStatus::Skipped,
+                summary: "DONE and unchanged".to_string(),
+                steps: 0,
+                conflicts: Vec::new(),
+            });
+        }
         let mut session = Session {
             ctx,
             op,
@@ -249,12 +303,16 @@ impl<'a> Session<'a> {
             gateway,
             state: AgentState::AwaitHello,
             tasks_expected,
-            outcomes: Vec::new(),
+            outcomes,
+            records,
             actions: 0,
             denials: 0,
             pending: 0,
             session_allowed: HashSet::new(),
             pending_in_task: Vec::new(),
+            secrets,
+            approvals,
+            current_task: None,
             _lock: lock,
         };
         session.handshake(setup)?;
@@ -310,6 +368,12 @@ impl<'a> Session<'a> {
         })
     }
 
+    /// Appends to the audit log with every known secret masked.
+    fn audit(&self, mut record: serde_json::Value) -> Result<u64> {
+        self.secrets.redactor().redact_json(&mut record);
+        self.ctx.audit.record(record)
+    }
+
     fn answer(&mut self, answer: AgentAnswer) -> Result<()> {
         self.chan.send(&answer).context("cannot answer the agent")
     }
@@ -358,12 +422,15 @@ impl<'a> Session<'a> {
                     self.answer(AgentAnswer::Ack)?;
                 }
                 AgentRequest::Event(event) => {
+                    if let AgentEvent::TaskStart { name } = &event {
+                        self.current_task = Some(name.clone());
+                    }
                     if let AgentEvent::Usage {
                         prompt_tokens,
                         completion_tokens,
                     } = &event
                     {
-                        let _ = self.ctx.audit.record(json!({"event": "model_usage", "session": self.id, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}));
+                        let _ = self.audit(json!({"event": "model_usage", "session": self.id, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}));
                     }
                     self.op.event(&event);
                     self.answer(AgentAnswer::Ack)?;
@@ -378,7 +445,23 @@ impl<'a> Session<'a> {
                         );
                     }
                     self.pending_in_task.clear();
-                    self.ctx.audit.record(json!({
+                    // The hash is the broker's own reading of the file, not
+                    // whatever the agent reports.
+                    let sha = self
+                        .tasks_expected
+                        .iter()
+                        .find(|(n, _)| *n == outcome.name)
+                        .map(|(_, h)| h.clone());
+                    if let (Some(sha), true) = (sha, outcome.status != TaskStatus::Skipped) {
+                        outcome.sha256 = sha.clone();
+                        self.records.set(&outcome.name, &sha, outcome.status);
+                        if let Err(e) = self.records.save(&self.ctx.layout) {
+                            self.op.event(&AgentEvent::Warning(format!(
+                                "cannot record the task outcome: {e:#}"
+                            )));
+                        }
+                    }
+                    self.audit(json!({
                         "event": "task_end", "session": self.id, "task": outcome.name,
                         "sha256": outcome.sha256, "status": outcome.status.as_str(),
                         "steps": outcome.steps, "conflicts": outcome.conflicts,
@@ -428,7 +511,11 @@ impl<'a> Session<'a> {
                     self.op
                         .event(&AgentEvent::Info(crate::secrets::describe_session_secrets()));
                 }
-                Some(line) => return OperatorInput::Line(line),
+                Some(line) => {
+                    // An operator may paste a known secret into the chat.
+                    let (line, _) = self.secrets.redactor().redact_str(&line);
+                    return OperatorInput::Line(line);
+                }
             }
         }
     }
@@ -495,13 +582,13 @@ impl<'a> Session<'a> {
     fn fill(&self, summary: &mut SessionSummary) {
         summary.outcomes = self.outcomes.clone();
         // A task the agent never reported did not complete.
-        for name in &self.tasks_expected {
+        for (name, sha) in &self.tasks_expected {
             if !summary.outcomes.iter().any(|o| &o.name == name)
                 && matches!(self.mode, SessionMode::Tasks { .. })
             {
                 summary.outcomes.push(TaskOutcome {
                     name: name.clone(),
-                    sha256: String::new(),
+                    sha256: sha.clone(),
                     status: TaskStatus::Incomplete,
                     summary: "not reached".to_string(),
                     steps: 0,
@@ -519,13 +606,14 @@ impl<'a> Session<'a> {
         let call_id = sanitize::one_line(&req.call_id, 64);
         let default_cwd = self.ctx.layout.state_dir.clone();
         let planned = crate::decide::plan(&req, &default_cwd);
+        let planned = planned.and_then(|plan| plan.check_secrets(&self.secrets).map(|()| plan));
         let (plan, decision) = match planned {
             Ok(plan) => {
                 let decision = crate::decide::decide(&self.engine, &plan);
                 (plan, decision)
             }
             Err(message) => {
-                let _ = self.ctx.audit.record(json!({"event": "tool_refused", "session": self.id, "tool": sanitize::one_line(&req.tool, 64), "error": message}));
+                let _ = self.audit(json!({"event": "tool_refused", "session": self.id, "tool": sanitize::one_line(&req.tool, 64), "arguments": sanitize::one_line(&req.arguments, 2000), "error": message}));
                 return ToolResult::refused(&call_id, ToolStatus::Error, message);
             }
         };
@@ -539,7 +627,7 @@ impl<'a> Session<'a> {
         let approved_by = match decision.verdict.as_str() {
             "deny" => {
                 self.denials += 1;
-                let _ = self.ctx.audit.record(record);
+                let _ = self.audit(record);
                 return ToolResult::refused(
                     &call_id,
                     ToolStatus::Denied,
@@ -548,14 +636,26 @@ impl<'a> Session<'a> {
             }
             "ask" => {
                 let normalized = decision.normalized.clone();
+                let key = self.approval_key(&plan, &decision);
                 if self.session_allowed.contains(&normalized) {
                     "operator (allowed for this session)".to_string()
+                } else if let Some(a) = self.approvals.take_granted(&key, &self.id).ok().flatten() {
+                    format!(
+                        "pending approval {} by {}",
+                        a.id,
+                        a.decided_by.clone().unwrap_or_default()
+                    )
+                } else if let Some(a) = self.approvals.take_denied(&key, &self.id).ok().flatten() {
+                    self.denials += 1;
+                    record["decision"] = json!("denied (pending approval)");
+                    let _ = self.audit(record);
+                    return ToolResult::refused(&call_id, ToolStatus::Denied, a.denied_message());
                 } else {
                     match self.ask(&plan, &decision) {
                         Ok(who) => who,
                         Err(result) => {
                             record["decision"] = json!(result.status.as_str());
-                            let _ = self.ctx.audit.record(record);
+                            let _ = self.audit(record);
                             let mut r = *result;
                             r.call_id = call_id;
                             return r;
@@ -589,12 +689,13 @@ impl<'a> Session<'a> {
             result
         };
         record["status"] = json!(result.status.as_str());
+        record["redactions"] = json!(result.redactions);
         record["exit_code"] = json!(result.exit_code);
         record["signal"] = json!(result.signal);
         record["duration_ms"] = json!(started.elapsed().as_millis() as u64);
         record["bytes_out"] =
             json!(result.stdout.len() + result.stderr.len() + result.message.len());
-        if let Err(e) = self.ctx.audit.record(record) {
+        if let Err(e) = self.audit(record) {
             return ToolResult::refused(
                 &call_id,
                 ToolStatus::Error,
@@ -602,6 +703,21 @@ impl<'a> Session<'a> {
             );
         }
         result
+    }
+
+    /// The identity of a request for pending approvals: an approval granted for
+    /// it lets exactly this request (same command, directory and profile) run.
+    fn approval_key(
+        &self,
+        plan: &crate::decide::Plan,
+        decision: &crate::decide::Verdict,
+    ) -> String {
+        let profile = decision
+            .profile
+            .as_ref()
+            .map(|p| p.to_string())
+            .unwrap_or_default();
+        approvals::request_key(plan.tool_name(), &decision.normalized, plan.cwd(), &profile)
     }
 
     /// Asks the operator; `Err` carries the result to return instead of running.
@@ -641,25 +757,65 @@ impl<'a> Session<'a> {
         self.pending -= 1;
         if answer.is_none() {
             self.pending_in_task.push(prompt.command.clone());
+            let request = ApprovalRequest {
+                session: self.id.clone(),
+                key: self.approval_key(plan, decision),
+                tool: plan.tool_name().to_string(),
+                command: prompt.command.clone(),
+                cwd: plan.cwd().display().to_string(),
+                category: prompt.category.clone(),
+                risk: prompt.risk.clone(),
+                profile: prompt.profile.clone(),
+                reason: prompt.reason.clone(),
+                mode: prompt.mode.clone(),
+                host: prompt.host.clone(),
+                task: self.current_task.clone(),
+            };
+            return match self.approvals.create(request) {
+                Ok(created) => {
+                    let a = created.approval();
+                    let _ = self.audit(json!({"event": "approval_pending", "session": self.id, "approval": a.id, "command": prompt.command}));
+                    Err(Box::new(ToolResult::refused(
+                        "",
+                        ToolStatus::PendingApproval,
+                        a.blocked_message(),
+                    )))
+                }
+                Err(e) => {
+                    self.denials += 1;
+                    Err(Box::new(ToolResult::refused(
+                        "",
+                        ToolStatus::Denied,
+                        e.to_string(),
+                    )))
+                }
+            };
         }
         match answer {
             None => Err(Box::new(ToolResult::refused(
                 "",
                 ToolStatus::PendingApproval,
-                format!("approval required: {} — no operator is attached; end the task as BLOCKED and say so", prompt.command),
+                "approval required",
             ))),
             Some((ApprovalDecision::AllowOnce, _)) => Ok("operator (once)".to_string()),
             Some((ApprovalDecision::AllowSession { confirmed: true }, _)) => {
                 self.session_allowed.insert(decision.normalized.clone());
                 Ok("operator (for this session)".to_string())
             }
-            Some((ApprovalDecision::AllowSession { confirmed: false }, _)) | Some((ApprovalDecision::Deny, _)) => {
+            Some((ApprovalDecision::AllowSession { confirmed: false }, _))
+            | Some((ApprovalDecision::Deny, _)) => {
                 self.denials += 1;
                 let note = match answer {
-                    Some((_, note)) if !note.is_empty() => format!(": {}", sanitize::one_line(&note, 500)),
+                    Some((_, note)) if !note.is_empty() => {
+                        format!(": {}", sanitize::one_line(&note, 500))
+                    }
                     _ => String::new(),
                 };
-                Err(Box::new(ToolResult::refused("", ToolStatus::Denied, format!("denied by the operator{note}"))))
+                Err(Box::new(ToolResult::refused(
+                    "",
+                    ToolStatus::Denied,
+                    format!("denied by the operator{note}"),
+                )))
             }
         }
     }
@@ -685,7 +841,7 @@ impl<'a> Session<'a> {
         let cgroup = self.ctx.runner.cgroup_for(&format!("a{action_id}"));
         let backup = self.project.policy.backup_before_system_edit
             && plan.touches_outside(&self.ctx.layout.config_dir);
-        let spec = match plan.exec_spec(
+        let mut spec = match plan.exec_spec(
             self.actions as u64,
             profile.clone(),
             self.ctx.runner.netns_path(),
@@ -695,6 +851,16 @@ impl<'a> Session<'a> {
             Ok(s) => s,
             Err(message) => return refused(ToolStatus::Error, message),
         };
+        // Only the spec gets values; the plan, the decision and the audit keep
+        // the placeholders.
+        let substituted = match self.secrets.substitute_spec(&mut spec) {
+            Ok(s) => s,
+            Err(e) => return refused(ToolStatus::Error, e.to_string()),
+        };
+        if !substituted.is_empty() {
+            let _ = self.audit(json!({"event": "secrets_delivered", "session": self.id, "deliveries": substituted}));
+        }
+        let redactor = self.secrets.redactor();
         if let Err(e) = crate::action::ensure_tmp(&self.ctx.runner.tmp_dir) {
             return refused(
                 ToolStatus::Error,
@@ -706,17 +872,17 @@ impl<'a> Session<'a> {
         }
         let timeout = Duration::from_secs(u64::from(profile.timeout_secs.max(1)));
         let cancel = self.op.cancel_token().clone();
-        let outcome =
-            match self
-                .ctx
-                .runner
-                .run(&spec, cgroup.as_ref(), timeout, &cancel, &action_id)
-            {
-                Ok(o) => o,
-                Err(e) => {
-                    return refused(ToolStatus::Error, format!("cannot run the action: {e:#}"))
-                }
-            };
+        let outcome = match self.ctx.runner.run(
+            &spec,
+            cgroup.as_ref(),
+            timeout,
+            &cancel,
+            &action_id,
+            &redactor,
+        ) {
+            Ok(o) => o,
+            Err(e) => return refused(ToolStatus::Error, format!("cannot run the action: {e:#}")),
+        };
         drop(cgroup);
         let mut result = ToolResult::refused(call_id, ToolStatus::Ok, String::new());
         result.duration_ms = outcome.duration.as_millis() as u64;
@@ -763,7 +929,10 @@ impl<'a> Session<'a> {
             Ending::FileOp => match outcome.file_result {
                 Some(Ok((text, c))) => {
                     result.message = text;
-                    change = c;
+                    change = c.map(|mut c| {
+                        redact::redact_file_change(&redactor, &mut c);
+                        c
+                    });
                 }
                 Some(Err(text)) => {
                     result.status = ToolStatus::Error;
@@ -778,6 +947,8 @@ impl<'a> Session<'a> {
             }
             result.message.push_str(&notes.join("\n"));
         }
+        result.redactions = outcome.redactions.total().min(u64::from(u32::MAX)) as u32;
+        redact::redact_tool_result(&redactor, &mut result);
         (result, change)
     }
 }

@@ -768,6 +768,7 @@ fn executor_specs_and_file_operations() {
             cwd: "/root".to_string(),
             netns_path: None,
             cgroup_dir: None,
+            prebuilt_landlock: false,
         },
     };
     let subs = s.substitute_spec(&mut spec).unwrap();
@@ -786,6 +787,7 @@ fn executor_specs_and_file_operations() {
             cwd: "/root".to_string(),
             netns_path: None,
             cgroup_dir: None,
+            prebuilt_landlock: false,
         },
     };
     assert!(matches!(
