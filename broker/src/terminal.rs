@@ -883,7 +883,15 @@ pub fn render_approval_panel(p: &ApprovalPrompt, style: Style) -> String {
     );
     row("command", style.bold(&l(&p.command, 4000)));
     row("runs as", l(&p.profile, 2000));
-    row("reason", l(&p.reason, 1000));
+    let reason = l(&p.reason, 1000);
+    row(
+        "reason",
+        if reason.trim().is_empty() {
+            style.dim("(the model gave none)")
+        } else {
+            reason
+        },
+    );
     out.push_str(&format!(
         "└─ {} allow once   {} allow this command for the session   {} deny",
         style.bold("[y]"),

@@ -1,0 +1,325 @@
+//! The operator's terminal, driven through tmux as a person would: `sysward
+//! cli --root DIR` against the scripted model — history recall with the up
+//! arrow, Ctrl+C cancelling a long action (killed, audited `cancelled`, the
+//! session goes on), the approval panel answered, Ctrl+D leaving, and the
+//! terminal left exactly as it was (`stty -a` before and after).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use sysward_tests::*;
+
+/// A private tmux server (its own socket) with one 200x50 pane running bash.
+struct Tmux {
+    socket: PathBuf,
+}
+
+impl Tmux {
+    fn start(tag: &str) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            return None;
+        }
+        let socket = PathBuf::from(format!("/tmp/sysward-tmux-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_file(&socket);
+        let t = Tmux { socket };
+        let ok = t
+            .cmd(&[
+                "new-session",
+                "-d",
+                "-x",
+                "200",
+                "-y",
+                "50",
+                "-s",
+                "t",
+                "env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=xterm-256color PS1='$ ' bash --norc --noprofile",
+            ])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "tmux new-session failed");
+        Some(t)
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("tmux");
+        c.arg("-S").arg(&self.socket).args(args);
+        c.stdin(Stdio::null()).stderr(Stdio::inherit());
+        c
+    }
+
+    /// Types literal text (no Enter).
+    fn type_text(&self, text: &str) {
+        assert!(self
+            .cmd(&["send-keys", "-t", "t", "-l", text])
+            .status()
+            .unwrap()
+            .success());
+    }
+
+    /// Sends named keys (`Enter`, `Up`, `C-c`, `C-d`).
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "t"];
+        args.extend_from_slice(keys);
+        assert!(self.cmd(&args).status().unwrap().success());
+    }
+
+    fn line(&self, text: &str) {
+        self.type_text(text);
+        self.keys(&["Enter"]);
+    }
+
+    /// The pane's text, with the scrollback.
+    fn capture(&self) -> String {
+        let out = self
+            .cmd(&["capture-pane", "-p", "-J", "-t", "t", "-S", "-2000"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn wait_for(&self, what: &str, timeout: Duration, f: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let text = self.capture();
+            if f(&text) {
+                return text;
+            }
+            if start.elapsed() > timeout {
+                panic!("timed out waiting for {what}; the pane shows:\n{text}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until the text `needle` has appeared `n` times in the pane.
+    fn wait_count(&self, needle: &str, n: usize, timeout: Duration) -> String {
+        self.wait_for(&format!("{n}× {needle:?}"), timeout, |t| {
+            t.matches(needle).count() >= n
+        })
+    }
+
+    /// Waits for an `agent> ` prompt as the last line, `n`-th time overall.
+    fn wait_prompt(&self, n: usize) {
+        self.wait_for(
+            &format!("agent prompt #{n}"),
+            Duration::from_secs(60),
+            |t| {
+                t.matches("agent> ").count() >= n
+                    && t.lines()
+                        .rev()
+                        .find(|l| !l.trim().is_empty())
+                        .is_some_and(|l| l.trim_end() == "agent>")
+            },
+        );
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]).status();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+fn shell_quote(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
+}
+
+#[test]
+fn cli_in_tmux_history_cancel_approval_and_a_sane_terminal() {
+    if !require_root("cli_in_tmux_history_cancel_approval_and_a_sane_terminal") {
+        return;
+    }
+    ensure_accounts();
+    let Some(tmux) = Tmux::start("cli") else {
+        eprintln!(
+            "\n*** SKIPPED cli_in_tmux: tmux is not installed (scripts/test.sh installs it). ***\n"
+        );
+        return;
+    };
+    let server = scenario(
+        r#"{"steps":[
+        {"expect":{"last_message_contains":"check the disks"},
+         "content":"The disks look fine."},
+        {"expect":{"last_message_contains":"check the disks"},
+         "tool_calls":[{"name":"shell","arguments":{"command":"sleep 30"}}]},
+        {"expect":{"last_message_contains":"restart x please"},
+         "tool_calls":[{"name":"shell","arguments":{"command":"systemctl restart x"}}]},
+        {"expect":{"role_of_last":"tool","tool_result_contains":"not now"},
+         "content":"Understood, x was not restarted."}
+    ]}"#,
+    );
+    let p = TestProject::new("terminal-cli");
+    p.init_conf(&server, "").agent_md(
+        "EXECUTION_MODE=privileged\nALLOW_SERVICE_RESTART=true\nAPPROVAL_MODE=strict\nDEFAULT_COMMAND_TIMEOUT=120\nMAX_STEPS=10",
+    );
+    let before = p.path("stty-before");
+    let after = p.path("stty-after");
+    let exit_file = p.path("exit-code");
+
+    tmux.line(&format!("stty -a > {}", shell_quote(&before)));
+    tmux.line(&format!(
+        "{} cli --root {}; echo $? > {}",
+        shell_quote(&sysward()),
+        shell_quote(&p.dir),
+        shell_quote(&exit_file)
+    ));
+
+    // 1. A question, answered.
+    tmux.wait_prompt(1);
+    tmux.line("check the disks");
+    tmux.wait_count("The disks look fine.", 1, Duration::from_secs(60));
+    tmux.wait_prompt(2);
+
+    // 2. The up arrow recalls it; sent again, the model runs a long action.
+    tmux.keys(&["Up"]);
+    tmux.wait_for("the recalled line", Duration::from_secs(10), |t| {
+        t.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .is_some_and(|l| l.trim_end() == "agent> check the disks")
+    });
+    tmux.keys(&["Enter"]);
+    tmux.wait_count("→ ", 1, Duration::from_secs(60));
+    let sleeper = wait_for(Duration::from_secs(30), "the sleep 30 action", || {
+        pids_running("sleep", "30").into_iter().next()
+    });
+
+    // 3. Ctrl+C cancels it: the process is killed, the session goes on.
+    let cancelled_at = Instant::now();
+    tmux.keys(&["C-c"]);
+    tmux.wait_count("cancelled", 1, Duration::from_secs(20));
+    assert!(
+        cancelled_at.elapsed() < Duration::from_secs(15),
+        "cancellation took {:?}",
+        cancelled_at.elapsed()
+    );
+    wait_for(Duration::from_secs(10), "the sleep to be gone", || {
+        (!Path::new(&format!("/proc/{sleeper}")).exists()
+            || status_field(sleeper, "State:").is_some_and(|s| s.starts_with('Z')))
+        .then_some(())
+    });
+    tmux.wait_prompt(3);
+
+    // 4. An approval panel, answered: s then "no" (not confirmed), then n
+    //    with a note for the model.
+    tmux.line("restart x please");
+    let panel = tmux.wait_count("approval needed", 1, Duration::from_secs(60));
+    assert!(panel.contains("systemctl restart x"), "{panel}");
+    assert!(panel.contains("HIGH"), "risk shown: {panel}");
+    assert!(panel.contains("[y] allow once"), "{panel}");
+    tmux.wait_for("the approval prompt", Duration::from_secs(10), |t| {
+        t.contains("answer [y/s/n]:")
+    });
+    tmux.line("s");
+    tmux.wait_for("the second confirmation", Duration::from_secs(10), |t| {
+        t.contains("type 'yes' to confirm")
+    });
+    tmux.line("no");
+    tmux.wait_for("not confirmed", Duration::from_secs(10), |t| {
+        t.contains("not confirmed; answer again")
+    });
+    tmux.wait_count("answer [y/s/n]:", 2, Duration::from_secs(10));
+    tmux.line("n");
+    tmux.wait_for("the note prompt", Duration::from_secs(10), |t| {
+        t.contains("note for the model")
+    });
+    tmux.line("not now");
+    tmux.wait_count(
+        "Understood, x was not restarted.",
+        1,
+        Duration::from_secs(60),
+    );
+    tmux.wait_prompt(4);
+
+    // 5. Ctrl+D leaves; the shell gets its terminal back unchanged.
+    tmux.keys(&["C-d"]);
+    wait_for(Duration::from_secs(30), "sysward to exit", || {
+        std::fs::read_to_string(&exit_file).ok()
+    });
+    tmux.line(&format!("stty -a > {}", shell_quote(&after)));
+    wait_for(Duration::from_secs(10), "stty after", || {
+        std::fs::read_to_string(&after)
+            .ok()
+            .filter(|s| !s.is_empty())
+    });
+    let pane = tmux.capture();
+    let code = std::fs::read_to_string(&exit_file).unwrap();
+    assert_eq!(code.trim(), "0", "exit status; pane:\n{pane}");
+    assert_eq!(
+        std::fs::read_to_string(&before).unwrap(),
+        std::fs::read_to_string(&after).unwrap(),
+        "stty -a changed; pane:\n{pane}"
+    );
+
+    // The audit trail: the sleep cancelled, the restart denied by the operator.
+    let records = audit_records(&p);
+    let tools: Vec<&serde_json::Value> = records
+        .iter()
+        .map(|r| &r["event"])
+        .filter(|e| e["event"] == "tool")
+        .collect();
+    let sleep = tools
+        .iter()
+        .find(|e| e["request"].as_str().unwrap_or("").contains("sleep 30"))
+        .unwrap_or_else(|| panic!("no audit record of sleep 30: {records:#?}"));
+    assert_eq!(sleep["status"], "cancelled", "{sleep:#}");
+    let restart = tools
+        .iter()
+        .find(|e| {
+            e["request"]
+                .as_str()
+                .unwrap_or("")
+                .contains("systemctl restart x")
+        })
+        .unwrap_or_else(|| panic!("no audit record of the restart: {records:#?}"));
+    assert_eq!(restart["decision"], "denied", "{restart:#}");
+    // (Not asserted: `server.expectation_failures()`. Today the broker still
+    // forwards the model request the agent makes right after a cancelled
+    // action — answered by the scenario with an expectation failure and
+    // dropped as cancelled. See the report to the lead.)
+    eprintln!("the pane at the end:\n{pane}");
+
+    // History: both lines sent to the agent, 0600, stamped; nothing typed at
+    // the approval prompt.
+    let hist_path = p.path(".context-history");
+    let hist = std::fs::read_to_string(&hist_path).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&hist_path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let entries: Vec<&str> = hist
+        .lines()
+        .map(|l| l.split_once('\t').unwrap().1)
+        .collect();
+    assert_eq!(
+        entries,
+        ["check the disks", "check the disks", "restart x please"],
+        "{hist}"
+    );
+}
+
+/// Pids of processes named `name` whose argv contains `arg`.
+fn pids_running(name: &str, arg: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.first().is_some_and(|a| a.ends_with(name)) && args.iter().any(|a| a == arg) {
+            found.push(pid);
+        }
+    }
+    found
+}
