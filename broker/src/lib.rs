@@ -24,4 +24,5 @@ pub mod session;
 pub mod signals;
 pub mod spawn;
 pub mod tasks;
+pub mod terminal;
 pub mod tools;
