@@ -106,6 +106,7 @@ fn drop_everything(uid: u32, gid: u32) -> Result<(), SandboxError> {
 /// Must run before any thread starts.
 pub fn confine_agent(c: &AgentConfinement) -> Result<(), SandboxError> {
     refuse_root(c.uid, c.gid, "confine_agent")?;
+    process::ensure_single_threaded()?;
     process::close_fds_except(&c.keep_fds)?;
     sys::unshare(libc::CLONE_NEWNET)
         .map_err(|e| SandboxError::io("unshare network namespace", e))?;
@@ -135,6 +136,7 @@ pub fn confine_agent(c: &AgentConfinement) -> Result<(), SandboxError> {
 /// threads and AF_INET/AF_INET6 stream sockets. Start the tokio runtime after.
 pub fn confine_gateway(c: &GatewayConfinement) -> Result<(), SandboxError> {
     refuse_root(c.uid, c.gid, "confine_gateway")?;
+    process::ensure_single_threaded()?;
     process::close_fds_except(&c.keep_fds)?;
     sys::setrlimit(libc::RLIMIT_CORE, 0).map_err(|e| SandboxError::io("rlimit core", e))?;
     let mut rules = landlock::LandlockRules {

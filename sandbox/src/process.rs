@@ -74,3 +74,23 @@ pub fn close_fds_except(keep: &[RawFd]) -> Result<(), SandboxError> {
     sys::close_range(first, u32::MAX, 0).map_err(|e| SandboxError::io("close_fds", e))?;
     Ok(())
 }
+
+/// Landlock (ABI < 8) and seccomp without TSYNC confine the calling thread
+/// only: refuse if any other thread exists, so none escapes unconfined.
+pub fn ensure_single_threaded() -> Result<(), SandboxError> {
+    let stat = std::fs::read_to_string("/proc/self/stat")
+        .map_err(|e| SandboxError::io("single thread", e))?;
+    // Field 20 (num_threads), counted after the ")" that ends the comm field.
+    let threads = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(17))
+        .and_then(|n| n.parse::<u32>().ok())
+        .ok_or_else(|| SandboxError::step("single thread", "cannot read num_threads".into()))?;
+    if threads != 1 {
+        return Err(SandboxError::step(
+            "single thread",
+            format!("{threads} threads exist; confine before starting any thread or runtime"),
+        ));
+    }
+    Ok(())
+}

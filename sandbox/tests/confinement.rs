@@ -186,6 +186,25 @@ fn probe_agent(args: &[String]) {
     let _ = std::io::stdin().read(&mut b);
 }
 
+fn probe_threaded(args: &[String]) {
+    let (uid, gid) = (args[0].parse().unwrap(), args[1].parse().unwrap());
+    let _t = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(5)));
+    let c = AgentConfinement {
+        uid,
+        gid,
+        read_paths: vec![],
+        keep_fds: vec![0, 1],
+    };
+    match confine_agent(&c) {
+        Ok(()) => println!("confined_with_thread ok"),
+        Err(e) => println!(
+            "confined_with_thread refused:{}",
+            e.to_string().replace(' ', "_")
+        ),
+    }
+    println!("done ok");
+}
+
 fn probe_gateway(args: &[String]) {
     let (uid, gid): (u32, u32) = (args[0].parse().unwrap(), args[1].parse().unwrap());
     let (ok_port, bad_port): (u16, u16) = (args[2].parse().unwrap(), args[3].parse().unwrap());
@@ -448,6 +467,19 @@ fn test_agent(dir: &Path) -> bool {
     let st = p.child.wait().unwrap();
     println!("  probe exit {st:?}");
     let _ = std::fs::remove_file(secret);
+    let mut p = run_probe("probe-threaded", &[uid.to_string(), gid.to_string()]);
+    let good = p
+        .results
+        .iter()
+        .any(|(k, v)| k == "confined_with_thread" && v.starts_with("refused"));
+    println!(
+        "  {} a second thread makes confine_agent refuse: {:?}",
+        if good { "ok  " } else { "FAIL" },
+        p.results
+    );
+    ok &= good;
+    drop(p.child.stdin.take());
+    let _ = p.child.wait();
     ok
 }
 
@@ -526,6 +558,7 @@ fn main() {
     match args.get(1).map(String::as_str) {
         Some("probe-agent") => return probe_agent(&args[2..]),
         Some("probe-gateway") => return probe_gateway(&args[2..]),
+        Some("probe-threaded") => return probe_threaded(&args[2..]),
         _ => {}
     }
     // SAFETY: geteuid has no preconditions.
