@@ -131,6 +131,15 @@ fn critical_delete(t: &Target, sets: &PathSets) -> Option<String> {
     }
 }
 
+/// Entirely inside the action's scratch directory.
+fn in_scratch(t: &Target, facts: &HostFacts) -> bool {
+    match t {
+        Target::Path(p) | Target::Beneath(p) => p.starts_with(&facts.scratch_dir),
+        Target::Glob { prefix, .. } => prefix.starts_with(&facts.scratch_dir),
+        Target::Unresolved => false,
+    }
+}
+
 /// Whether a write to `t` of kind `k` may touch protected path `p`.
 fn touches(t: &Target, k: WriteKind, p: &Path) -> bool {
     if matches!(t, Target::Unresolved) {
@@ -204,6 +213,11 @@ fn path_rules(
             continue;
         }
         for p in &sets.read_protected {
+            // The scratch directory is the action's own, even when it lies
+            // inside a protected state directory.
+            if in_scratch(t, facts) && !p.starts_with(&facts.scratch_dir) {
+                continue;
+            }
             // A recursive reader of an ancestor (grep -r, git status in the
             // project) is not refused: the kernel profile keeps p unreadable.
             let hit = match t {
@@ -294,6 +308,9 @@ fn path_rules(
             }
         }
         for p in &sets.write_protected {
+            if in_scratch(t, facts) && !p.starts_with(&facts.scratch_dir) {
+                continue;
+            }
             if touches(t, *k, p) {
                 return Err(deny(
                     e,

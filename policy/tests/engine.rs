@@ -493,3 +493,48 @@ fn unknown_programs_write_only_scratch_and_found_targets() {
     );
     assert!(d.profile.unwrap().write_all_except.is_some());
 }
+
+/// The broker's packaged layout: the project is /etc/sysward (protected), the
+/// state directory /var/lib/sysward is protected as a whole, and the scratch
+/// directory lies inside it.
+#[test]
+fn scratch_inside_a_protected_state_dir_stays_usable() {
+    let facts = HostFacts {
+        project_root: "/etc/sysward".into(),
+        state_dir: "/var/lib/sysward".into(),
+        scratch_dir: "/var/lib/sysward/.agent/tmp".into(),
+        protected: vec![
+            "/etc/sysward".into(),
+            "/var/lib/sysward".into(),
+            "/var/lib/sysward/audit.log".into(),
+            "/etc/sysward/secrets".into(),
+        ],
+        secrets_dir: "/etc/sysward/secrets".into(),
+        action_uid: 0,
+        action_gid: 0,
+    };
+    let md = "```policy\nEXECUTION_MODE=guarded\n```\n";
+    let e = Engine::new(parse_agent_md(md).unwrap().block, facts);
+    let cwd = Path::new("/var/lib/sysward/.agent/tmp");
+    let d = e.decide(
+        &Request::Shell {
+            script: "ls -la > listing.txt && sort listing.txt",
+            cwd,
+        },
+        &LexicalPaths,
+    );
+    assert_eq!(d.verdict, Verdict::Allow, "{d:?}");
+    assert_eq!(
+        d.profile.unwrap().write_paths,
+        vec!["/var/lib/sysward/.agent/tmp".to_string()]
+    );
+    for s in [
+        "cat ../../audit.log",
+        "echo x > ../../audit.log",
+        "rm -rf ../..",
+        "cat /etc/sysward/agent.md > x",
+    ] {
+        let d = e.decide(&Request::Shell { script: s, cwd }, &LexicalPaths);
+        assert!(d.verdict.is_deny(), "{s}: {d:?}");
+    }
+}
