@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds the Debian package: release binaries, man pages and shell
+# completions generated from the CLI definition (`sysward generate`), then
+# cargo-deb. Prints the path of the .deb on the last line.
+#   bash packaging/build-deb.sh            (installs cargo-deb if missing)
+# Honours CARGO_TARGET_DIR.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+target=${CARGO_TARGET_DIR:-$repo/target}
+export PATH="$HOME/.cargo/bin:$PATH"
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "build-deb.sh: cargo is missing; install Rust with rustup (https://rustup.rs)" >&2
+  exit 1
+fi
+if ! cargo deb --version >/dev/null 2>&1; then
+  echo "== installing cargo-deb (cargo install --locked cargo-deb, about a minute)" >&2
+  cargo install --locked --quiet cargo-deb
+fi
+
+echo "== release build" >&2
+cargo build --release --quiet --bins -p sysward -p sysward-agent -p sysward-exec -p sysward-gateway
+rel="$target/release"
+
+echo "== man pages and completions" >&2
+rm -rf "$rel/man" "$rel/completions"
+"$rel/sysward" generate man "$rel/man"
+"$rel/sysward" generate completions "$rel/completions"
+
+echo "== cargo deb" >&2
+deb=$(cargo deb -p sysward --no-build 2>/dev/null | tail -n 1)
+if [ ! -f "$deb" ]; then
+  cargo deb -p sysward --no-build >&2
+  exit 1
+fi
+echo "$deb"
