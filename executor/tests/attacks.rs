@@ -369,6 +369,30 @@ fn scratch_dir(tag: &str) -> PathBuf {
     d
 }
 
+/// A sysward system directory the test needs: created 0700 if missing and
+/// removed again (when empty) at the end, so the host is left as found.
+struct SysDir(Option<PathBuf>);
+
+impl SysDir {
+    fn ensure(path: &str) -> SysDir {
+        let p = PathBuf::from(path);
+        if p.exists() {
+            return SysDir(None);
+        }
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+        SysDir(Some(p))
+    }
+}
+
+impl Drop for SysDir {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_dir(p);
+        }
+    }
+}
+
 // ---------------------------------------------------------------- cases
 
 fn case_basic(t: &mut T) {
@@ -808,9 +832,9 @@ fn case_no_network(t: &mut T) {
 
 fn case_protected(t: &mut T) {
     println!("protected: even admin (all caps, write everything) cannot touch sysward");
-    std::fs::create_dir_all("/etc/sysward").unwrap();
+    let _etc = SysDir::ensure("/etc/sysward");
     std::fs::write("/etc/sysward/exec-test.secret", "API_KEY=sk-exec-test\n").unwrap();
-    std::fs::create_dir_all("/var/lib/sysward").unwrap();
+    let _state = SysDir::ensure("/var/lib/sysward");
     let mut admin = base_profile();
     admin.name = "admin".into();
     admin.capabilities = sysward_sandbox::deps::caps::all()
@@ -1174,7 +1198,7 @@ fn case_file_tools(t: &mut T) {
             && out.contains("of 50"),
         format!("read_file offset/limit: {out:?}"),
     );
-    std::fs::create_dir_all("/etc/sysward").unwrap();
+    let _etc = SysDir::ensure("/etc/sysward");
     std::fs::write("/etc/sysward/exec-test-read", "secret\n").unwrap();
     let mut everything = ro_file_profile();
     everything.capabilities = vec!["CAP_DAC_OVERRIDE".into(), "CAP_DAC_READ_SEARCH".into()];

@@ -290,6 +290,34 @@ fn probe_gateway(args: &[String]) {
 
 // ---------------------------------------------------------------- driver
 
+/// A sysward system directory the test needs: created 0700 if missing and
+/// removed again (when empty) at the end, so the host is left as found.
+struct SysDir(Option<PathBuf>);
+
+impl SysDir {
+    fn ensure(path: &str) -> SysDir {
+        let p = PathBuf::from(path);
+        if p.exists() {
+            return SysDir(None);
+        }
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::set_permissions(
+            &p,
+            <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o700),
+        )
+        .unwrap();
+        SysDir(Some(p))
+    }
+}
+
+impl Drop for SysDir {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_dir(p);
+        }
+    }
+}
+
 fn ensure_user(name: &str) -> (u32, u32) {
     let lookup = || -> Option<(u32, u32)> {
         let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
@@ -382,7 +410,7 @@ fn test_agent(dir: &Path) -> bool {
         let mode = if p.is_dir() { 0o755 } else { 0o644 };
         std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
     }
-    std::fs::create_dir_all("/etc/sysward").unwrap();
+    let _etc = SysDir::ensure("/etc/sysward");
     let secret = "/etc/sysward/confine-probe.secret";
     std::fs::write(secret, "API_KEY=sk-probe\n").unwrap();
     let args = vec![
