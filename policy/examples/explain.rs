@@ -34,7 +34,11 @@ fn main() {
     facts.project_root = "/srv/agent".into();
     facts.scratch_dir = "/srv/agent/.agent/tmp".into();
     let engine = Engine::new(parsed.block, facts);
-    let script = script.unwrap_or_default();
+    let mut script = script.unwrap_or_default();
+    // `@FILE` reads the script from a file (for scripts over the argv limit).
+    if let Some(path) = script.strip_prefix('@') {
+        script = std::fs::read_to_string(path).unwrap_or_default();
+    }
     let d = engine.decide(
         &Request::Shell {
             script: &script,

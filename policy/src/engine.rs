@@ -125,6 +125,15 @@ impl Engine {
                         &text,
                     );
                 }
+                let seps: usize = argv.iter().map(|a| limits::separators(a)).sum();
+                if seps > limits::MAX_SEPARATORS {
+                    return self.refuse(
+                        Category::Unknown,
+                        "command too long to analyse: refused",
+                        "analysis limits",
+                        &text,
+                    );
+                }
                 let openers: usize = argv.iter().map(|a| limits::openers(a)).sum();
                 if openers > limits::MAX_OPENERS {
                     return self.refuse(
@@ -152,6 +161,15 @@ impl Engine {
                     return self.refuse(
                         Category::Unknown,
                         "script larger than 1 MiB: refused unanalysed",
+                        "analysis limits",
+                        script,
+                    );
+                }
+                let seps = limits::separators(script);
+                if seps > limits::MAX_SEPARATORS {
+                    return self.refuse(
+                        Category::Unknown,
+                        &format!("script too long to analyse ({seps} possible commands, at most {}): refused; write long scripts to a file with write_file", limits::MAX_SEPARATORS),
                         "analysis limits",
                         script,
                     );

@@ -78,6 +78,21 @@ fn one_mebibyte_of_nesting_is_denied_quickly() {
         "{d:?}"
     );
     assert!(took < Duration::from_millis(500), "{took:?}");
+    // A megabyte of plain commands: refused before the parser (which would
+    // take seconds and hundreds of MB on it).
+    let (d, took) = decide_on(2 * MIB, "ls -la;".repeat(MIB / 7 - 1));
+    assert!(
+        d.verdict.is_deny() && d.reason.contains("too long to analyse"),
+        "{d:?}"
+    );
+    assert!(took < Duration::from_millis(500), "{took:?}");
+    let (d, took) = decide_on(2 * MIB, "ls -la;".repeat(8000));
+    assert_eq!(
+        d.verdict,
+        Verdict::Allow,
+        "8,000 commands are still analysed"
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
     // …and the engine keeps serving.
     let (d, _) = decide_on(2 * MIB, "ls -la".to_string());
     assert_eq!(d.verdict, Verdict::Allow);
