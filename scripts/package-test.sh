@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Builds the Debian package and checks it on this machine, as root (CI runs it
+# after the test suite):
+#   dpkg -i → sysward doctor passes, users/group/directories/modes, conffiles,
+#   man pages and completions, `systemd-analyze verify` of the units, the
+#   installed `sysward broker` serves a member of the sysward group who runs a
+#   task with `sysward run`; dpkg -r keeps the (edited) configuration, a
+#   reinstall does not overwrite it, dpkg -P removes it.
+# The model is the scripted OpenAI-compatible server from the workspace,
+# pointed at by an edit of /etc/sysward/init.conf (as an operator would), so
+# doctor's model-endpoint row passes without a real model.
+# Idempotent: a sysward package left by an earlier run is purged first; users
+# this script created are removed at the end; nothing else is left behind.
+#   sudo bash scripts/package-test.sh
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "package-test.sh: run as root (sudo bash scripts/package-test.sh): it installs and removes the package" >&2
+  exit 1
+fi
+export PATH="$HOME/.cargo/bin:/usr/sbin:/sbin:$PATH"
+target=${CARGO_TARGET_DIR:-$repo/target}
+operator=sysward-pkgtest
+work=$(mktemp -d /var/tmp/sysward-package-test.XXXXXX)
+chmod 700 "$work"
+broker_pid=
+model_pid=
+created_users=()
+backups_before=$(ls /var/backups/sysward-audit-*.log 2>/dev/null || true)
+
+step() { printf '\n== %s\n' "$*"; }
+fail() { echo "package-test: FAIL: $*" >&2; exit 1; }
+mode_of() { stat -c '%a %U %G' "$1"; }
+expect_mode() {
+  local got; got=$(mode_of "$1") || fail "$1 is missing"
+  [ "$got" = "$2" ] || fail "$1 is $got, expected $2"
+  echo "  $1: $got"
+}
+
+cleanup() {
+  set +e
+  [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null
+  [ -n "$model_pid" ] && kill "$model_pid" 2>/dev/null && wait "$model_pid" 2>/dev/null
+  if dpkg-query -W -f='${Status}' sysward 2>/dev/null | grep -qv "not-installed"; then
+    dpkg -P sysward >/dev/null 2>&1
+  fi
+  id "$operator" >/dev/null 2>&1 && userdel "$operator" 2>/dev/null
+  for u in "${created_users[@]}"; do
+    case "$u" in
+      group:*) groupdel "${u#group:}" 2>/dev/null ;;
+      *) userdel "$u" 2>/dev/null; getent group "$u" >/dev/null && groupdel "$u" 2>/dev/null ;;
+    esac
+  done
+  for f in /var/backups/sysward-audit-*.log; do
+    [ -e "$f" ] || continue
+    printf '%s\n' "$backups_before" | grep -qxF "$f" || rm -f "$f"
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+step "leftovers of an earlier run"
+if dpkg-query -W -f='${Status}' sysward 2>/dev/null | grep -qv "not-installed"; then
+  echo "  purging a sysward package left installed"
+  dpkg -P sysward
+fi
+id "$operator" >/dev/null 2>&1 && userdel "$operator"
+for u in sysward-agent sysward-model; do id "$u" >/dev/null 2>&1 || created_users+=("$u"); done
+getent group sysward >/dev/null || created_users+=("group:sysward")
+
+step "build the package"
+deb=$(bash packaging/build-deb.sh | tail -n 1)
+[ -f "$deb" ] || fail "packaging/build-deb.sh did not produce a .deb"
+echo "  $deb"
+dpkg-deb --info "$deb" | sed -n '1,40p' | grep -E "Package|Version|Depends|Architecture" | sed 's/^/  /'
+dpkg-deb --contents "$deb" > "$work/contents"
+for p in ./usr/bin/sysward ./usr/bin/sysward-agent ./usr/bin/sysward-exec ./usr/bin/sysward-gateway \
+         ./usr/lib/systemd/system/sysward.service ./usr/lib/systemd/system/sysward-run.service \
+         ./usr/lib/systemd/system/sysward-run.timer ./usr/lib/sysusers.d/sysward.conf \
+         ./usr/lib/tmpfiles.d/sysward.conf ./etc/sysward/init.conf ./etc/sysward/agent.md \
+         ./usr/share/man/man8/sysward.8.gz ./usr/share/man/man8/sysward-run.8.gz \
+         ./usr/share/bash-completion/completions/sysward ./usr/share/zsh/vendor-completions/_sysward \
+         ./usr/share/fish/vendor_completions.d/sysward.fish; do
+  grep -q " $p\$" "$work/contents" || fail "the package lacks $p"
+done
+echo "  binaries, units, sysusers/tmpfiles, config, man pages, completions: present"
+
+step "dpkg -i"
+dpkg -i "$deb"
+
+step "installed files, users, group, directories and modes"
+for b in sysward sysward-agent sysward-exec sysward-gateway; do expect_mode "/usr/bin/$b" "755 root root"; done
+getent group sysward >/dev/null || fail "group sysward missing"
+for u in sysward-agent sysward-model; do
+  getent passwd "$u" >/dev/null || fail "user $u missing"
+  shell=$(getent passwd "$u" | cut -d: -f7)
+  case "$shell" in */nologin|/bin/false) ;; *) fail "user $u has the login shell $shell" ;; esac
+done
+echo "  users sysward-agent, sysward-model (no login shell) and group sysward exist"
+expect_mode /etc/sysward "700 root root"
+expect_mode /etc/sysward/secrets "700 root root"
+expect_mode /etc/sysward/init.conf "600 root root"
+expect_mode /etc/sysward/agent.md "600 root root"
+expect_mode /var/lib/sysward "700 root root"
+expect_mode /var/lib/sysward/.agent "700 root root"
+expect_mode /run/sysward "750 root sysward"
+conffiles=$(dpkg-query -W -f='${Conffiles}\n' sysward)
+for c in /etc/sysward/init.conf /etc/sysward/agent.md; do
+  printf '%s\n' "$conffiles" | grep -q " $c " || fail "$c is not a conffile"
+done
+echo "  conffiles: init.conf, agent.md"
+man -w sysward >/dev/null 2>&1 || [ -f /usr/share/man/man8/sysward.8.gz ] || fail "man page missing"
+sysward --version
+
+step "systemd-analyze verify"
+if command -v systemd-analyze >/dev/null 2>&1; then
+  systemd-analyze verify /usr/lib/systemd/system/sysward.service \
+    /usr/lib/systemd/system/sysward-run.service /usr/lib/systemd/system/sysward-run.timer
+  echo "  units verified"
+else
+  fail "systemd-analyze is missing (install systemd)"
+fi
+
+step "scripted model and an operator's configuration"
+model="$target/release/sysward-scripted-model"
+[ -x "$model" ] || cargo build --release --quiet -p sysward-scripted-model
+cat > "$work/scenario.json" <<'JSON'
+{"description": "package test: one read-only action, then DONE",
+ "steps": [
+  {"tool_calls": [{"name": "exec", "arguments": {"command": "uname", "args": ["-r"]}}]},
+  {"expect": {"role_of_last": "tool"},
+   "content": "EXECUTED: uname -r. VERIFIED: the kernel release was printed.\n\nTASK_STATUS: DONE"}
+ ],
+ "exhausted": {"content": "Nothing more to do.\n\nTASK_STATUS: DONE"}}
+JSON
+"$model" --scenario "$work/scenario.json" --port-file "$work/port" --exit-after-idle 600 >/dev/null &
+model_pid=$!
+for _ in $(seq 200); do [ -s "$work/port" ] && break; sleep 0.05; done
+[ -s "$work/port" ] || fail "the scripted model did not start"
+port=$(cat "$work/port")
+# Edit the conffile as an operator would: dpkg -r must keep this.
+sed -i "s#^API_URL=.*#API_URL=http://127.0.0.1:$port/v1#; s#^MODEL=.*#MODEL=scripted#" /etc/sysward/init.conf
+echo "# package-test marker" >> /etc/sysward/init.conf
+cat > /etc/sysward/01-package-test.md <<'TASK'
+# Package test
+Print the kernel release with `uname -r`, then report.
+TASK
+chmod 600 /etc/sysward/01-package-test.md
+echo "  model on 127.0.0.1:$port; init.conf edited; task /etc/sysward/01-package-test.md"
+
+step "sysward doctor"
+sysward doctor || fail "sysward doctor reported a problem (above)"
+
+step "the installed broker"
+/usr/bin/sysward broker > "$work/broker.log" 2>&1 &
+broker_pid=$!
+for _ in $(seq 300); do [ -S /run/sysward/control.sock ] && break; sleep 0.05; done
+[ -S /run/sysward/control.sock ] || { cat "$work/broker.log"; fail "the broker did not create /run/sysward/control.sock"; }
+expect_mode /run/sysward/control.sock "660 root sysward"
+
+step "a member of sysward runs the task"
+useradd --system --no-create-home --home-dir / --shell /usr/sbin/nologin -G sysward "$operator"
+set +e
+setpriv --reuid="$operator" --regid="$operator" --init-groups -- \
+  env -i PATH=/usr/bin:/bin HOME=/ /usr/bin/sysward run --json --rerun > "$work/run.jsonl" 2> "$work/run.err"
+status=$?
+set -e
+cat "$work/run.jsonl" | sed 's/^/  /'
+[ "$status" -eq 0 ] || { cat "$work/run.err" "$work/broker.log"; fail "sysward run exited $status"; }
+python3 - "$work/run.jsonl" <<'PY'
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+summary = events[-1]
+assert summary["event"] == "summary", summary
+assert summary["exit_code"] == 0, summary
+tasks = {t["task"]: t["status"] for t in summary["tasks"]}
+assert tasks.get("01-package-test.md") == "DONE", tasks
+assert summary["actions"] >= 1, summary
+print("  every line is JSON; summary:", tasks, "actions", summary["actions"])
+PY
+sysward audit verify
+sysward audit show | tail -n 6 | sed 's/^/  /'
+kill "$broker_pid"; wait "$broker_pid" 2>/dev/null || true
+broker_pid=
+
+step "dpkg -r keeps the configuration"
+dpkg -r sysward
+[ ! -e /usr/bin/sysward ] || fail "/usr/bin/sysward is still there after dpkg -r"
+[ ! -e /usr/lib/systemd/system/sysward.service ] || fail "the unit is still there after dpkg -r"
+grep -q "package-test marker" /etc/sysward/init.conf || fail "dpkg -r lost the edited init.conf"
+[ -f /etc/sysward/agent.md ] || fail "dpkg -r removed agent.md"
+[ -s /var/lib/sysward/audit.log ] || fail "dpkg -r removed the audit log"
+getent passwd sysward-agent >/dev/null || fail "dpkg -r removed a user"
+echo "  binaries and units gone; /etc/sysward (edited init.conf), /var/lib/sysward and users kept"
+
+step "reinstall keeps the operator's init.conf"
+dpkg -i "$deb" >/dev/null
+grep -q "package-test marker" /etc/sysward/init.conf || fail "reinstalling overwrote the edited init.conf"
+expect_mode /etc/sysward/init.conf "600 root root"
+
+step "dpkg -P removes the configuration and state"
+dpkg -P sysward
+for p in /etc/sysward /var/lib/sysward /run/sysward /usr/bin/sysward; do
+  [ ! -e "$p" ] || fail "$p is still there after dpkg -P"
+done
+ls /var/backups/sysward-audit-*.log >/dev/null 2>&1 || fail "purge did not keep a copy of the audit log"
+getent passwd sysward-agent >/dev/null || fail "dpkg -P removed the users (they are kept by design)"
+echo "  /etc/sysward, /var/lib/sysward, /run/sysward gone; audit log copied to /var/backups; users kept"
+
+step "package test passed"
