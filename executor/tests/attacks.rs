@@ -725,6 +725,31 @@ fn case_read_only(t: &mut T) {
         &Opts::default(),
     );
     t.check(r.out() == "b\na\n", "reads still work");
+    // Ancestors of protected paths stay listable; protected files stay closed.
+    let _etc = SysDir::ensure("/etc/sysward");
+    std::fs::write("/etc/sysward/ro-test.secret", "sk-ro-test\n").unwrap();
+    let r = spawn(
+        &command(
+            &[
+                "/bin/sh",
+                "-c",
+                "ls / >/dev/null && ls /etc | grep -qx passwd && find /etc -maxdepth 1 -name hostname | grep -q . && echo LISTED; cat /etc/sysward/ro-test.secret",
+            ],
+            base_profile(),
+        ),
+        &Opts::default(),
+    );
+    t.check(
+        r.out().starts_with("LISTED")
+            && !r.out().contains("sk-ro-test")
+            && r.err().contains("Permission denied"),
+        format!(
+            "ls / and ls /etc work, the secret stays unreadable: {:?} {:?}",
+            r.out(),
+            r.err()
+        ),
+    );
+    let _ = std::fs::remove_file("/etc/sysward/ro-test.secret");
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -862,7 +887,6 @@ fn case_protected(t: &mut T) {
     let attacks: Vec<(&str, String)> = vec![
         ("write /etc/sysward", "echo x > /etc/sysward/evil".into()),
         ("read secret", "cat /etc/sysward/exec-test.secret".into()),
-        ("list /etc/sysward", "ls /etc/sysward".into()),
         ("write /var/lib/sysward", "touch /var/lib/sysward/evil".into()),
         ("replace sysward-exec", format!("cp /bin/true {exe_dir}/sysward-exec")),
         ("write sysward binary name", format!("echo x > {exe_dir}/sysward")),

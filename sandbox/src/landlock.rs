@@ -273,9 +273,9 @@ pub fn grant_all_except(
 /// Grants `access` beneath `base` except beneath any of `excluded`: when no
 /// excluded path lies under `base`, one rule on `base`; otherwise one rule on
 /// every sibling along the way to each excluded path, and nothing inside one.
-/// The excluded paths' ancestors are not granted themselves (a Landlock rule
-/// covers a whole hierarchy), so listing such an ancestor is denied while
-/// opening anything else beneath it works. Symlinks met on the walk are never
+/// The excluded paths' ancestors get only ReadDir (when `access` has it), so
+/// `ls /etc` works; as a Landlock rule covers a whole hierarchy, that lets the
+/// names inside an excluded directory be listed, never its files opened. Symlinks met on the walk are never
 /// granted: they resolve to a target judged on its own path. `base` itself is
 /// canonicalised; a missing `base` grants nothing; a `base` inside an excluded
 /// path grants nothing. Excluded paths count both as given and canonicalised.
@@ -346,6 +346,18 @@ fn walk(
 ) -> Result<(), SandboxError> {
     let names = read_dir_names(&dir)
         .map_err(|e| SandboxError::step("landlock", format!("listing for the allow-list: {e}")))?;
+    // A directory on the way to an excluded path stays listable (`ls /`,
+    // `ls /etc`, `find /etc`): ReadDir only. The rule covers its whole
+    // hierarchy, so the *names* inside an excluded directory can be listed;
+    // its files can never be opened.
+    if access.contains(AccessFs::ReadDir) {
+        let fd = dir
+            .try_clone()
+            .map_err(|e| SandboxError::step("landlock", format!("dup: {e}")))?;
+        rules
+            .grants
+            .push((Target { fd, is_dir: true }, AccessFs::ReadDir.into()));
+    }
     for (name, dtype) in names {
         let here: Vec<&Vec<Vec<u8>>> = ex.iter().filter(|c| c[depth] == name).collect();
         if here.iter().any(|c| c.len() == depth + 1) {
