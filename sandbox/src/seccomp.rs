@@ -350,7 +350,8 @@ pub fn executor_programs(opts: DenyListOptions) -> Result<Vec<BpfProgram>, Sandb
             &[
                 libc::SYS_fchmod,
                 libc::SYS_fchmodat,
-                libc::SYS_fchmodat2,
+                // fchmodat2 (Linux 6.6; 452 on every architecture, not in libc for aarch64).
+                452,
                 libc::SYS_fchown,
                 libc::SYS_fchownat,
                 libc::SYS_utimensat,
