@@ -788,7 +788,7 @@ pub fn classify(name: &str, args: &[Arg], cx: &mut Cx<'_>) -> Effect {
                 return Effect::ro(format!("{name} --version"));
             }
             if matches!(name, "python" | "python3") {
-                if let Some(e) = system::python_module(args, cx) {
+                if let Some(e) = super::packages::python_module(args, cx) {
                     return e;
                 }
             }

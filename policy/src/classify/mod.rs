@@ -3,8 +3,12 @@
 
 mod args;
 mod catalog;
+mod containers;
 mod files;
+mod git;
 mod net;
+mod packages;
+mod storage;
 mod system;
 mod wrappers;
 

@@ -5,7 +5,7 @@ use super::{Cx, Effect, WriteKind};
 use crate::shell::Arg;
 use crate::types::{Category, Risk};
 
-const PKG_CAPS: &[&str] = &[
+pub(super) const PKG_CAPS: &[&str] = &[
     "CAP_CHOWN",
     "CAP_DAC_OVERRIDE",
     "CAP_FOWNER",
@@ -18,7 +18,7 @@ const PKG_CAPS: &[&str] = &[
     "CAP_KILL",
     "CAP_AUDIT_WRITE",
 ];
-const USER_CAPS: &[&str] = &[
+pub(super) const USER_CAPS: &[&str] = &[
     "CAP_CHOWN",
     "CAP_DAC_OVERRIDE",
     "CAP_FOWNER",
@@ -27,34 +27,34 @@ const USER_CAPS: &[&str] = &[
     "CAP_SETGID",
     "CAP_AUDIT_WRITE",
 ];
-const NET_CAPS: &[&str] = &["CAP_NET_ADMIN", "CAP_NET_RAW"];
+pub(super) const NET_CAPS: &[&str] = &["CAP_NET_ADMIN", "CAP_NET_RAW"];
 
-fn package(reason: String) -> Effect {
+pub(super) fn package(reason: String) -> Effect {
     Effect::new(Category::Package, Risk::High, reason)
         .with_caps(PKG_CAPS)
         .wide()
 }
 
-fn package_meta(reason: String) -> Effect {
+pub(super) fn package_meta(reason: String) -> Effect {
     Effect::new(Category::Package, Risk::Medium, reason)
         .with_caps(PKG_CAPS)
         .wide()
 }
 
-fn service(reason: String) -> Effect {
+pub(super) fn service(reason: String) -> Effect {
     Effect::new(Category::Service, Risk::High, reason)
 }
 
-fn admin(risk: Risk, reason: String, caps: &[&'static str]) -> Effect {
+pub(super) fn admin(risk: Risk, reason: String, caps: &[&'static str]) -> Effect {
     Effect::new(Category::Admin, risk, reason).with_caps(caps)
 }
 
-fn reboot(reason: String) -> Effect {
+pub(super) fn reboot(reason: String) -> Effect {
     Effect::new(Category::Reboot, Risk::High, reason).with_caps(&["CAP_SYS_BOOT"])
 }
 
 /// The first non-option operand (a subcommand), skipping options that take values.
-fn subcommand<'a>(args: &'a [Arg], with_value: &[&str]) -> (Option<&'a str>, Opts<'a>) {
+pub(super) fn subcommand<'a>(args: &'a [Arg], with_value: &[&str]) -> (Option<&'a str>, Opts<'a>) {
     let o = Opts::parse(args, with_value);
     let sub = o.operands.first().and_then(|a| a.plain());
     (sub, o)
@@ -159,7 +159,7 @@ pub fn classify(name: &str, args: &[Arg], cx: &mut Cx<'_>) -> Option<Effect> {
                 .wide()
             }
         }
-        "apt" | "apt-get" | "aptitude" => apt(name, args),
+        "apt" | "apt-get" | "aptitude" => super::packages::apt(name, args),
         "apt-mark" => {
             let (sub, _) = subcommand(args, &[]);
             match sub {
@@ -180,7 +180,7 @@ pub fn classify(name: &str, args: &[Arg], cx: &mut Cx<'_>) -> Option<Effect> {
         "add-apt-repository" | "apt-add-repository" => {
             package(format!("{name} adds a package source")).net()
         }
-        "dpkg" => dpkg(args),
+        "dpkg" => super::packages::dpkg(args),
         "dpkg-reconfigure"
         | "dpkg-divert"
         | "dpkg-statoverride"
@@ -363,14 +363,14 @@ pub fn classify(name: &str, args: &[Arg], cx: &mut Cx<'_>) -> Option<Effect> {
                 Some(s) => package(format!("{name} {s}")).net(),
             }
         }
-        "pip" | "pip3" | "pip2" => pip(name, args),
+        "pip" | "pip3" | "pip2" => super::packages::pip(name, args),
         "pipx" | "gem" | "cargo-install" | "npm" | "yarn" | "pnpm" | "composer" | "bundle"
         | "bundler" | "cpan" | "cpanm" | "luarocks" | "conda" | "mamba" | "uv" | "poetry" => {
-            lang_pkg(name, args, cx)
+            super::packages::lang_pkg(name, args, cx)
         }
         "cargo" | "go" | "make" | "gmake" | "cmake" | "ninja" | "meson" | "gcc" | "g++" | "cc"
         | "c++" | "clang" | "clang++" | "rustc" | "javac" | "mvn" | "gradle" | "ant" | "dotnet"
-        | "tsc" => build(name, args, cx),
+        | "tsc" => super::packages::build(name, args, cx),
         "useradd" | "adduser" | "usermod" | "groupadd" | "addgroup" | "groupmod" | "gpasswd"
         | "chpasswd" | "chsh" | "chfn" | "newusers" | "passwd" | "chage" | "pwconv" | "grpconv"
         | "pwunconv" | "grpunconv" | "newgrp" | "sg" => {
@@ -971,8 +971,10 @@ pub fn classify(name: &str, args: &[Arg], cx: &mut Cx<'_>) -> Option<Effect> {
         | "hdparm" | "nvme" | "smartctl" | "dmsetup" | "blockdev" | "fstrim" | "mkfs.ext4"
         | "mkfs.ext3" | "mkfs.ext2" | "mkfs.xfs" | "mkfs.btrfs" | "mkfs.vfat" | "mkfs.fat"
         | "mkfs.exfat" | "mkfs.ntfs" | "mkfs.f2fs" | "sync" | "swaplabel" | "e2label"
-        | "xfs_admin" => disks(name, args),
-        _ if name.starts_with("mkfs.") || name.starts_with("fsck.") => disks(name, args),
+        | "xfs_admin" => super::storage::disks(name, args),
+        _ if name.starts_with("mkfs.") || name.starts_with("fsck.") => {
+            super::storage::disks(name, args)
+        }
         "nginx" | "apachectl" | "apache2ctl" | "httpd" | "php-fpm" | "haproxy" | "postfix"
         | "rndc" | "supervisorctl" | "pm2" | "exim" | "exim4" | "dovecot" | "named" | "sshd"
         | "squid" | "varnishadm" | "caddy" | "traefik" | "lighttpd" => daemon_ctl(name, args),
@@ -1174,9 +1176,9 @@ pub fn classify(name: &str, args: &[Arg], cx: &mut Cx<'_>) -> Option<Effect> {
             }
         }
         "openssl" => super::net::openssl(args, cx),
-        "docker" | "podman" | "nerdctl" => super::net::container(name, args),
+        "docker" | "podman" | "nerdctl" => super::containers::container(name, args),
         "kubectl" | "oc" | "helm" | "k3s" | "crictl" | "ctr" | "virsh" | "lxc" | "incus"
-        | "vagrant" => super::net::cluster(name, args),
+        | "vagrant" => super::containers::cluster(name, args),
         "mysql" | "mariadb" | "psql" | "sqlite3" | "redis-cli" | "mongo" | "mongosh" | "influx"
         | "cqlsh" | "clickhouse-client" => {
             Effect::unknown(format!("{name} runs database statements"))
@@ -1429,390 +1431,6 @@ fn systemctl(args: &[Arg]) -> Effect {
     e
 }
 
-fn apt(name: &str, args: &[Arg]) -> Effect {
-    let o = Opts::parse(
-        args,
-        &[
-            "-o",
-            "--option",
-            "-c",
-            "--config-file",
-            "-t",
-            "--target-release",
-            "-a",
-            "--host-architecture",
-            "-P",
-            "--build-profiles",
-        ],
-    );
-    for v in o.values_of(&["-o", "--option"]) {
-        let t = v.text.to_ascii_lowercase();
-        if !v.literal
-            || [
-                "invoke",
-                "hook",
-                "pre-",
-                "post-",
-                "exec",
-                "binary",
-                "dir",
-                "method",
-                "::options",
-                "script",
-            ]
-            .iter()
-            .any(|k| t.contains(k))
-                && !t.starts_with("dpkg::options::=--force-conf")
-        {
-            return Effect::unknown(format!("{name} -o {} can run commands", v.text));
-        }
-    }
-    if o.has_value(&["-c", "--config-file"]) {
-        return Effect::unknown(format!("{name} with a configuration file"));
-    }
-    let simulate = o.has_any(
-        "s",
-        &[
-            "simulate",
-            "just-print",
-            "dry-run",
-            "recon",
-            "no-act",
-            "print-uris",
-        ],
-    );
-    let sub = o.operands.first().and_then(|a| a.plain());
-    match sub {
-        None => Effect::ro(format!("{name} usage")),
-        Some(
-            "list" | "search" | "show" | "showsrc" | "policy" | "depends" | "rdepends" | "madison"
-            | "help" | "moo" | "check" | "indextargets" | "version" | "why" | "why-not"
-            | "versions",
-        ) => Effect::ro(format!("{name} queries packages")),
-        Some("changelog") => Effect::ro(format!("{name} changelog")).net(),
-        Some(_) if simulate => Effect::ro(format!("{name} simulates")),
-        Some("update") => package_meta(format!("{name} update refreshes package lists")).net(),
-        Some("clean" | "autoclean") => package_meta(format!("{name} cleans the cache")),
-        Some("download" | "source") => {
-            let mut e = Effect::new(
-                Category::Download,
-                Risk::Medium,
-                format!("{name} {} fetches into the cwd", sub.unwrap_or("")),
-            )
-            .net();
-            e.writes
-                .push((crate::paths::Target::Unresolved, WriteKind::Tree));
-            e
-        }
-        Some("edit-sources") => super::files::editor("apt edit-sources"),
-        Some(s) => {
-            if o.operands
-                .iter()
-                .skip(1)
-                .any(|a| a.plain().is_some_and(|p| p.starts_with("sysward")))
-                && matches!(s, "remove" | "purge" | "autoremove")
-            {
-                return Effect::critical(Category::Package, "removes sysward itself");
-            }
-            package(format!("{name} {s}")).net()
-        }
-    }
-}
-
-fn dpkg(args: &[Arg]) -> Effect {
-    for a in args {
-        let t = a.text.as_str();
-        if matches!(
-            t,
-            "-l" | "--list"
-                | "-L"
-                | "--listfiles"
-                | "-s"
-                | "--status"
-                | "-S"
-                | "--search"
-                | "-p"
-                | "--print-avail"
-                | "--get-selections"
-                | "-c"
-                | "--contents"
-                | "-I"
-                | "--info"
-                | "--print-architecture"
-                | "--print-foreign-architectures"
-                | "--version"
-                | "-C"
-                | "--audit"
-                | "-V"
-                | "--verify"
-                | "--compare-versions"
-                | "--help"
-                | "-f"
-                | "--field"
-        ) || t.starts_with("--list")
-        {
-            return Effect::ro("dpkg queries");
-        }
-        if t == "--simulate" || t == "--dry-run" || t == "--no-act" {
-            return Effect::ro("dpkg simulates");
-        }
-        if t.starts_with("--admindir") || t.starts_with("--instdir") || t.starts_with("--root") {
-            return Effect::unknown("dpkg with another root");
-        }
-        if (t == "-r" || t == "-P" || t == "--remove" || t == "--purge")
-            && args
-                .iter()
-                .any(|x| x.plain().is_some_and(|p| p.starts_with("sysward")))
-        {
-            return Effect::critical(Category::Package, "removes sysward itself");
-        }
-    }
-    package("dpkg installs, removes or configures packages".into())
-}
-
-fn pip(name: &str, args: &[Arg]) -> Effect {
-    let (sub, o) = subcommand(
-        args,
-        &[
-            "-r",
-            "--requirement",
-            "-c",
-            "--constraint",
-            "-e",
-            "--editable",
-            "-t",
-            "--target",
-            "--prefix",
-            "--root",
-            "-i",
-            "--index-url",
-            "--extra-index-url",
-            "-f",
-            "--find-links",
-            "--log",
-            "--cache-dir",
-            "--python",
-            "--src",
-            "-d",
-            "--dest",
-        ],
-    );
-    match sub {
-        None => Effect::ro(format!("{name} usage")),
-        Some(
-            "list" | "show" | "freeze" | "check" | "help" | "debug" | "inspect" | "hash"
-            | "--version",
-        ) => Effect::ro(format!("{name} queries")),
-        Some("config")
-            if o.operands
-                .get(1)
-                .is_some_and(|a| matches!(a.text.as_str(), "list" | "get" | "debug")) =>
-        {
-            Effect::ro(format!("{name} config"))
-        }
-        Some("search" | "index") => Effect::ro(format!("{name} searches")).net(),
-        Some("download" | "wheel") => {
-            let mut e = Effect::new(
-                Category::Download,
-                Risk::Medium,
-                format!("{name} {} fetches packages", sub.unwrap_or("")),
-            )
-            .net();
-            e.writes
-                .push((crate::paths::Target::Unresolved, WriteKind::Tree));
-            e
-        }
-        Some("cache") => package_meta(format!("{name} cache")),
-        Some(s) => package(format!(
-            "{name} {s} installs packages (and runs their build code)"
-        ))
-        .net(),
-    }
-}
-
-pub fn python_module(args: &[Arg], _cx: &Cx<'_>) -> Option<Effect> {
-    let pos = args.iter().position(|a| a.text == "-m")?;
-    let module = args.get(pos + 1)?.plain()?;
-    match module {
-        "pip" => Some(pip("python -m pip", &args[pos + 2..])),
-        "json.tool" => Some(Effect::ro("python -m json.tool formats JSON")),
-        "venv" | "virtualenv" => {
-            let mut e = Effect::new(
-                Category::Write,
-                Risk::Low,
-                "python -m venv creates an environment",
-            );
-            if let Some(d) = args.get(pos + 2) {
-                e.writes.push((_cx.target(d), WriteKind::Tree));
-            }
-            Some(e)
-        }
-        _ => None,
-    }
-}
-
-fn lang_pkg(name: &str, args: &[Arg], cx: &Cx<'_>) -> Effect {
-    let (sub, o) = subcommand(
-        args,
-        &[
-            "--prefix",
-            "-C",
-            "--cwd",
-            "--registry",
-            "--cache",
-            "-w",
-            "--workspace",
-        ],
-    );
-    let global = o.has('g') || o.has_long("global") || o.has_long("system");
-    let ro = [
-        "list",
-        "ls",
-        "ll",
-        "la",
-        "view",
-        "info",
-        "show",
-        "search",
-        "outdated",
-        "config",
-        "get",
-        "help",
-        "doctor",
-        "explain",
-        "why",
-        "root",
-        "bin",
-        "prefix",
-        "version",
-        "--version",
-        "-v",
-        "audit",
-        "owner",
-        "query",
-        "whoami",
-        "licenses",
-        "env",
-        "environment",
-        "contents",
-        "dependency",
-        "specification",
-        "which",
-    ];
-    match sub {
-        None => Effect::ro(format!("{name} usage")),
-        Some(s)
-            if ro.contains(&s)
-                && !args
-                    .iter()
-                    .any(|a| a.text == "set" || a.text == "fix" || a.text == "delete") =>
-        {
-            Effect::ro(format!("{name} {s}"))
-        }
-        Some(
-            "run" | "run-script" | "exec" | "start" | "test" | "t" | "x" | "dlx" | "create"
-            | "init_",
-        ) => Effect::unknown(format!("{name} {} runs project scripts", sub.unwrap_or(""))),
-        Some(s) => {
-            if global || matches!(name, "gem" | "cpan" | "cpanm" | "pipx" | "luarocks") {
-                package(format!("{name} {s} installs packages system-wide")).net()
-            } else {
-                let mut e = Effect::new(
-                    Category::Package,
-                    Risk::High,
-                    format!("{name} {s} installs into the project (and runs install scripts)"),
-                )
-                .net();
-                e.writes.push((cx.cwd_target(), WriteKind::Tree));
-                e
-            }
-        }
-    }
-}
-
-fn build(name: &str, args: &[Arg], cx: &Cx<'_>) -> Effect {
-    if args.iter().any(|a| {
-        a.text == "--version" || a.text == "-V" || a.text == "version" || a.text == "--help"
-    }) && args.len() == 1
-    {
-        return Effect::ro(format!("{name} --version"));
-    }
-    if matches!(name, "make" | "gmake")
-        && args.iter().any(|a| {
-            a.text.starts_with("--eval")
-                || a.text.starts_with("-E")
-                || a.text.starts_with("SHELL=")
-                || a.text.starts_with("-f")
-                || a.text.starts_with("--file")
-                || a.text.starts_with("--makefile")
-        })
-    {
-        return Effect::unknown(format!("{name} with --eval, SHELL= or another makefile"));
-    }
-    let sub = args
-        .iter()
-        .find(|a| !a.text.starts_with('-'))
-        .and_then(|a| a.plain())
-        .unwrap_or("");
-    if matches!(name, "go" | "cargo" | "dotnet") {
-        match sub {
-            "version" | "env" | "list" | "doc" | "help" | "tree" | "metadata"
-            | "locate-project" | "pkgid" | "verify-project" | "search" | "info" => {
-                return Effect::ro(format!("{name} {sub}"))
-            }
-            "run" | "generate" | "tool" | "exec" | "watch" => {
-                return Effect::unknown(format!("{name} {sub} runs code"))
-            }
-            "install" | "get" | "uninstall" | "publish" | "login" | "owner" | "yank" => {
-                return Effect::new(Category::Package, Risk::High, format!("{name} {sub}"))
-                    .net()
-                    .wide()
-            }
-            _ => {}
-        }
-    }
-    if matches!(name, "make" | "gmake")
-        && args
-            .iter()
-            .any(|a| a.text == "install" || a.text == "uninstall")
-    {
-        return Effect::new(
-            Category::Package,
-            Risk::High,
-            format!("{name} install writes system-wide"),
-        )
-        .with_caps(PKG_CAPS)
-        .wide();
-    }
-    if matches!(name, "cmake") && args.iter().any(|a| a.text == "--install" || a.text == "-P") {
-        return Effect::new(
-            Category::Package,
-            Risk::High,
-            "cmake --install writes system-wide",
-        )
-        .with_caps(PKG_CAPS)
-        .wide();
-    }
-    let mut dir = cx.cwd_target();
-    for (i, a) in args.iter().enumerate() {
-        if (a.text == "-C" || a.text == "--directory") && name != "tsc" {
-            if let Some(d) = args.get(i + 1) {
-                dir = match cx.target(d) {
-                    crate::paths::Target::Path(p) => crate::paths::Target::Beneath(p),
-                    other => other,
-                };
-            }
-        }
-    }
-    let mut e = Effect::new(
-        Category::Write,
-        Risk::Low,
-        format!("{name} builds in its directory (runs the build's own steps)"),
-    );
-    e.writes.push((dir, WriteKind::Tree));
-    e
-}
-
 fn kill(name: &str, args: &[Arg]) -> Effect {
     let mut e = admin(
         Risk::Medium,
@@ -1911,339 +1529,6 @@ fn ip(args: &[Arg]) -> Effect {
         format!("ip {obj} {verb} changes network configuration"),
         NET_CAPS,
     )
-}
-
-fn disks(name: &str, args: &[Arg]) -> Effect {
-    let ops: Vec<&str> = args
-        .iter()
-        .filter(|a| !a.text.starts_with('-'))
-        .map(|a| a.text.as_str())
-        .collect();
-    let flags: Vec<&str> = args
-        .iter()
-        .filter(|a| a.text.starts_with('-'))
-        .map(|a| a.text.as_str())
-        .collect();
-    let on_device = args
-        .iter()
-        .any(|a| a.plain().is_some_and(super::is_block_device));
-    let crit = |why: &str| Effect::critical(Category::Destructive, format!("{name} {why}"));
-    let read_only = |why: &str| Effect::ro(format!("{name} {why}"));
-    let high = |why: &str| {
-        Effect::new(Category::Destructive, Risk::High, format!("{name} {why}"))
-            .with_caps(&["CAP_SYS_ADMIN", "CAP_SYS_RAWIO", "CAP_DAC_OVERRIDE"])
-            .wide()
-    };
-    let adm = |why: &str| {
-        admin(
-            Risk::High,
-            format!("{name} {why}"),
-            &["CAP_SYS_ADMIN", "CAP_SYS_RAWIO", "CAP_DAC_OVERRIDE"],
-        )
-        .wide()
-    };
-    match name {
-        _ if name.starts_with("mkfs")
-            || matches!(
-                name,
-                "mke2fs" | "mkswap" | "mkdosfs" | "mkntfs" | "mkexfatfs"
-            ) =>
-        {
-            if flags.iter().any(|f| *f == "-n" && name == "mke2fs")
-                || flags.contains(&"-V") && ops.is_empty()
-            {
-                return read_only("dry run");
-            }
-            if on_device || ops.is_empty() {
-                crit("formats a device")
-            } else {
-                high("formats an image file")
-            }
-        }
-        "wipefs" => {
-            if flags.iter().any(|f| {
-                matches!(*f, "-a" | "--all" | "-o" | "--offset")
-                    || f.starts_with("-a")
-                    || f.starts_with("--offset")
-            }) && !flags.iter().any(|f| matches!(*f, "-n" | "--no-act"))
-            {
-                crit("erases signatures")
-            } else {
-                read_only("lists signatures")
-            }
-        }
-        "blkdiscard" => crit("discards every block of a device"),
-        "sfdisk" => {
-            if flags.iter().any(|f| {
-                matches!(
-                    *f,
-                    "-l" | "--list"
-                        | "-d"
-                        | "--dump"
-                        | "-s"
-                        | "--show-size"
-                        | "-J"
-                        | "--json"
-                        | "-V"
-                        | "--verify"
-                        | "--list-free"
-                        | "-F"
-                        | "--help"
-                        | "--version"
-                        | "--no-act"
-                        | "-n"
-                )
-            }) {
-                read_only("lists partitions")
-            } else {
-                crit("rewrites a partition table")
-            }
-        }
-        "sgdisk" | "gdisk" | "fdisk" | "cfdisk" | "parted" => {
-            let ro = flags.iter().any(|f| {
-                matches!(
-                    *f,
-                    "-l" | "--list" | "-p" | "--print" | "-i" | "--info" | "-v" | "--verify" | "-L"
-                )
-            }) || (name == "parted"
-                && ops
-                    .iter()
-                    .skip(1)
-                    .all(|o| matches!(*o, "print" | "p" | "unit" | "s" | "B" | "MiB" | "GiB"))
-                && ops.len() >= 2);
-            if ro {
-                return read_only("lists partitions");
-            }
-            if flags
-                .iter()
-                .any(|f| matches!(*f, "-Z" | "--zap-all" | "-z" | "--zap" | "-o" | "--clear"))
-                || ops
-                    .iter()
-                    .any(|o| matches!(*o, "mklabel" | "mktable" | "rm"))
-            {
-                crit("destroys a partition table")
-            } else {
-                high("changes partitions")
-            }
-        }
-        "partprobe" => adm("re-reads partition tables"),
-        "cryptsetup" => {
-            let sub = ops.first().copied().unwrap_or("");
-            match sub {
-                "status" | "luksDump" | "isLuks" | "benchmark" | "luksUUID" | "tcryptDump"
-                | "bitlkDump" => read_only("shows"),
-                "luksFormat" | "erase" | "luksErase" | "reencrypt" | "format" => {
-                    crit("destroys encrypted data")
-                }
-                "luksKillSlot" | "luksRemoveKey" => high("removes keys"),
-                _ => adm("opens or changes encrypted volumes"),
-            }
-        }
-        "badblocks" => {
-            if flags.iter().any(|f| f.contains('w')) {
-                crit("-w overwrites a device")
-            } else if flags.iter().any(|f| f.contains('n')) {
-                high("-n rewrites a device")
-            } else {
-                read_only("reads a device")
-            }
-        }
-        "zpool" | "zfs" => {
-            let sub = ops.first().copied().unwrap_or("list");
-            match sub {
-                "list" | "status" | "get" | "iostat" | "history" | "events" | "holds"
-                | "version" | "diff" | "userspace" | "groupspace" | "projectspace" => {
-                    read_only("shows")
-                }
-                "destroy" | "labelclear" => crit("destroys a pool or dataset"),
-                "rollback" | "remove" | "detach" | "offline" | "export" => high(sub),
-                _ => adm(sub),
-            }
-        }
-        "mdadm" => {
-            if flags.iter().any(|f| {
-                matches!(
-                    *f,
-                    "--detail"
-                        | "-D"
-                        | "--examine"
-                        | "-E"
-                        | "--query"
-                        | "-Q"
-                        | "--detail-platform"
-                        | "--version"
-                )
-            }) {
-                read_only("shows arrays")
-            } else if flags.iter().any(|f| {
-                matches!(
-                    *f,
-                    "--create" | "-C" | "--zero-superblock" | "--build" | "-B"
-                )
-            }) {
-                crit("creates or wipes arrays")
-            } else {
-                adm("manages arrays")
-            }
-        }
-        "lvremove" | "vgremove" | "pvremove" | "lvreduce" => high("removes or shrinks volumes"),
-        "lvresize" => {
-            if flags
-                .iter()
-                .any(|f| f.starts_with("-L-") || f.starts_with("--size=-"))
-                || ops.iter().any(|o| o.starts_with('-'))
-            {
-                high("shrinks a volume")
-            } else {
-                adm("resizes a volume")
-            }
-        }
-        "lvcreate" | "vgcreate" | "pvcreate" | "lvextend" | "vgextend" | "vgreduce" | "pvmove"
-        | "pvresize" | "resize2fs" | "xfs_growfs" | "swaplabel" | "e2label" | "xfs_admin"
-        | "fstrim" | "dmsetup" | "partx" => {
-            if name == "dmsetup"
-                && ops.first().is_some_and(|o| {
-                    matches!(
-                        *o,
-                        "ls" | "info" | "status" | "table" | "deps" | "version" | "targets"
-                    )
-                })
-            {
-                return read_only("shows");
-            }
-            adm("changes storage")
-        }
-        "e2fsck" | "fsck" | "xfs_repair" => {
-            if flags.iter().any(|f| *f == "-n" || f.starts_with("-n")) {
-                read_only("checks without repairing")
-            } else {
-                high("repairs a filesystem (can lose data)")
-            }
-        }
-        _ if name.starts_with("fsck.") => {
-            if flags.contains(&"-n") {
-                read_only("checks")
-            } else {
-                high("repairs a filesystem")
-            }
-        }
-        "tune2fs" => {
-            if flags.iter().all(|f| *f == "-l") && !flags.is_empty() {
-                read_only("lists")
-            } else {
-                adm("changes filesystem parameters")
-            }
-        }
-        "btrfs" => {
-            let verbs: Vec<&str> = ops.iter().take(2).copied().collect();
-            if verbs.iter().any(|v| {
-                matches!(
-                    *v,
-                    "show"
-                        | "df"
-                        | "usage"
-                        | "list"
-                        | "status"
-                        | "get"
-                        | "version"
-                        | "stats"
-                        | "find-new"
-                )
-            }) {
-                read_only("shows")
-            } else if verbs.iter().any(|v| matches!(*v, "delete" | "remove")) {
-                high("deletes subvolumes")
-            } else {
-                adm("changes btrfs")
-            }
-        }
-        "hdparm" => {
-            if flags.iter().all(|f| {
-                matches!(
-                    *f,
-                    "-I" | "-i"
-                        | "-t"
-                        | "-T"
-                        | "-g"
-                        | "-C"
-                        | "-B"
-                        | "-M"
-                        | "-a"
-                        | "-d"
-                        | "-r"
-                        | "-W"
-                        | "--direct"
-                )
-            }) && flags.iter().all(|f| f.len() == 2)
-                && !args
-                    .iter()
-                    .any(|a| a.text.chars().nth(2).is_some_and(|c| c.is_ascii_digit()))
-            {
-                read_only("shows drive settings")
-            } else if flags.iter().any(|f| {
-                f.contains("security-erase")
-                    || f.contains("trim-sector")
-                    || f.contains("write-sector")
-                    || f.contains("fwdownload")
-            }) {
-                crit("erases or rewrites a drive")
-            } else {
-                adm("changes drive settings")
-            }
-        }
-        "nvme" => {
-            let sub = ops.first().copied().unwrap_or("");
-            if matches!(
-                sub,
-                "list"
-                    | "smart-log"
-                    | "id-ctrl"
-                    | "id-ns"
-                    | "error-log"
-                    | "fw-log"
-                    | "list-subsys"
-                    | "show-regs"
-                    | "version"
-                    | "list-ns"
-            ) {
-                read_only("shows")
-            } else if matches!(
-                sub,
-                "format" | "sanitize" | "delete-ns" | "write-zeroes" | "fw-download" | "fw-commit"
-            ) {
-                crit("erases or reprograms a drive")
-            } else {
-                adm("manages a drive")
-            }
-        }
-        "smartctl" => {
-            if flags.iter().any(|f| {
-                f.starts_with("-t")
-                    || f.starts_with("--test")
-                    || f.starts_with("-s")
-                    || f.starts_with("--smart")
-                    || f.starts_with("-X")
-                    || f.starts_with("-o")
-                    || f.starts_with("-S")
-            }) {
-                adm("changes SMART settings or runs tests")
-            } else {
-                read_only("reads SMART data")
-            }
-        }
-        "blockdev" => {
-            if flags
-                .iter()
-                .all(|f| f.starts_with("--get") || *f == "--report" || *f == "-v" || *f == "-q")
-            {
-                read_only("reads device settings")
-            } else {
-                adm("changes device settings")
-            }
-        }
-        "sync" => Effect::ro("sync flushes buffers"),
-        _ => high("changes storage"),
-    }
 }
 
 fn daemon_ctl(name: &str, args: &[Arg]) -> Effect {
