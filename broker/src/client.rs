@@ -17,24 +17,29 @@ pub fn run(socket_path: &Path, mode: SessionMode, dry_run: bool, json: bool) -> 
         SockFlag::SOCK_CLOEXEC,
         None,
     )?;
-    connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &UnixAddr::new(socket_path)?).with_context(|| {
-        format!(
-            "cannot connect to the sysward daemon at {}: is `sysward broker` running (systemctl status sysward), and are you root or in the sysward group? For a one-off run use `sudo sysward run --root DIR`",
-            socket_path.display()
-        )
-    })?;
+    if let Err(errno) = connect(
+        std::os::fd::AsRawFd::as_raw_fd(&fd),
+        &UnixAddr::new(socket_path)?,
+    ) {
+        bail!("{}", connect_problem(socket_path, errno));
+    }
     let writer = Channel::new(fd.try_clone()?);
     let mut reader = Channel::new(fd);
     writer.send(&OperatorRequest::Hello {
         build: BUILD_VERSION.to_string(),
     })?;
-    match reader.recv::<OperatorAnswer>()? {
+    let welcome = reader.recv::<OperatorAnswer>().with_context(|| {
+        "the daemon closed the connection before welcoming this client; its log says why (journalctl -u sysward)"
+    })?;
+    match welcome {
         OperatorAnswer::Welcome { .. } => {}
         OperatorAnswer::Error { message } => bail!(
             "the daemon refused this connection: {}",
             sanitize::one_line(&message, 500)
         ),
-        other => bail!("unexpected answer from the daemon: {other:?}"),
+        _ => bail!(
+            "the daemon answered out of turn: it may be a different sysward version than this client ({BUILD_VERSION}); reinstall so both match, then restart it (systemctl restart sysward)"
+        ),
     }
     let opts = RunOptions {
         rerun: matches!(mode, SessionMode::Tasks { rerun: true }),
@@ -116,5 +121,30 @@ pub fn run(socket_path: &Path, mode: SessionMode, dry_run: bool, json: bool) -> 
             }
             OperatorAnswer::Welcome { .. } => bail!("the daemon sent a second welcome"),
         }
+    }
+}
+
+/// What went wrong connecting to the daemon, and what to do.
+fn connect_problem(path: &Path, errno: nix::errno::Errno) -> String {
+    use nix::errno::Errno;
+    let p = path.display();
+    match errno {
+        Errno::ENOENT => format!(
+            "no sysward daemon is listening at {p}: start it (sudo systemctl start sysward), or run without it: sudo sysward run|cli --root DIR"
+        ),
+        Errno::ECONNREFUSED => format!(
+            "{p} exists but no daemon accepts on it (it stopped or crashed): sudo systemctl restart sysward; see journalctl -u sysward"
+        ),
+        Errno::EACCES | Errno::EPERM => format!(
+            "permission denied on {p}: only root and members of the `sysward` group may use the daemon. Ask an administrator to run `usermod -aG sysward {user}`, then log in again",
+            user = nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|u| u.name)
+                .unwrap_or_else(|| "YOUR_USER".to_string())
+        ),
+        other => format!(
+            "cannot connect to the sysward daemon at {p}: {other}. Is `sysward broker` running (systemctl status sysward)?"
+        ),
     }
 }
