@@ -54,7 +54,16 @@ pub struct Runner {
     pub tmp_dir: PathBuf,
     /// The broker's empty network namespace, passed to executors as fd 4.
     pub netns: Option<OwnedFd>,
+    /// Landlock rulesets built once per distinct profile (the walk from `/` is
+    /// the expensive part of confinement), passed to executors as fd 5.
+    rulesets:
+        std::sync::Mutex<std::collections::HashMap<String, (Instant, std::sync::Arc<OwnedFd>)>>,
 }
+
+/// A cached ruleset is rebuilt after this long, so paths created since are
+/// granted again (a stale ruleset only ever grants less).
+const RULESET_TTL: Duration = Duration::from_secs(60);
+const RULESET_CACHE_MAX: usize = 64;
 
 /// Where an executor finds the empty network namespace.
 pub const NETNS_PATH: &str = "/proc/self/fd/4";
@@ -83,7 +92,34 @@ impl Runner {
             cgroup_root,
             tmp_dir,
             netns,
+            rulesets: Default::default(),
         }
+    }
+
+    /// The prebuilt Landlock ruleset of `profile`, from the cache or built now.
+    /// None when it cannot be built here (the executor then builds it itself
+    /// and reports any failure).
+    fn ruleset(
+        &self,
+        profile: &sysward_ipc::profile::ConfinementProfile,
+    ) -> Option<std::sync::Arc<OwnedFd>> {
+        let mut key_profile = profile.clone();
+        key_profile.timeout_secs = 0;
+        key_profile.limits = Default::default();
+        let key = format!("{key_profile:?}");
+        let mut cache = self.rulesets.lock().ok()?;
+        if let Some((at, fd)) = cache.get(&key) {
+            if at.elapsed() < RULESET_TTL {
+                return Some(std::sync::Arc::clone(fd));
+            }
+        }
+        let fd =
+            std::sync::Arc::new(sysward_sandbox::profile_rules::prebuild_ruleset(profile).ok()?);
+        if cache.len() >= RULESET_CACHE_MAX {
+            cache.clear();
+        }
+        cache.insert(key, (Instant::now(), std::sync::Arc::clone(&fd)));
+        Some(fd)
     }
 
     /// The path to put in a spec for "no network", if the broker holds a
@@ -115,11 +151,31 @@ impl Runner {
         theirs.force_send_buffer(EXEC_REPORT_MAX)?;
         let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-        let mut child = spawn::spawn_with_fds(
+        let mut prebuilt_spec;
+        let mut spec = spec;
+        let ruleset = match spec {
+            ExecSpec::Command { profile, .. } => self.ruleset(profile),
+            ExecSpec::File { .. } => None,
+        };
+        if let (Some(_), ExecSpec::Command { .. }) = (&ruleset, spec) {
+            prebuilt_spec = spec.clone();
+            if let ExecSpec::Command { command, .. } = &mut prebuilt_spec {
+                command.prebuilt_landlock = true;
+            }
+            spec = &prebuilt_spec;
+        }
+        let mut extras = Vec::with_capacity(2);
+        if let Some(ns) = &self.netns {
+            extras.push((ns.as_fd(), spawn::EXTRA_FD));
+        }
+        if let Some(r) = &ruleset {
+            extras.push((r.as_fd(), sysward_ipc::exec::EXEC_LANDLOCK_FD));
+        }
+        let mut child = spawn::spawn_mapped(
             &self.exec_path,
             &[],
             theirs.into_fd(),
-            self.netns.as_ref().map(|f| f.as_fd()),
+            &extras,
             Stdio::from(out_w),
             Stdio::from(err_w),
         )?;

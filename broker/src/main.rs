@@ -172,6 +172,36 @@ fn layout_for(root: &Option<PathBuf>) -> Result<project::Layout> {
     }
 }
 
+/// Restarts the broker with an almost empty environment. On current kernels a
+/// root action can read `/proc/<broker pid>/environ` even though the broker is
+/// not dumpable, so whatever the operator's shell exported (tokens, agent
+/// sockets) must not stay there. Returns only when nothing needed scrubbing.
+fn scrub_environment() -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    const KEEP: [&str; 5] = [
+        "NOTIFY_SOCKET",
+        "CREDENTIALS_DIRECTORY",
+        "NO_COLOR",
+        "TERM",
+        "COLUMNS",
+    ];
+    let kept: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os()
+        .filter(|(k, _)| KEEP.iter().any(|keep| k == keep))
+        .collect();
+    if std::env::vars_os().count() == kept.len() {
+        return Ok(());
+    }
+    let mut args = std::env::args_os();
+    let argv0 = args.next().unwrap_or_else(|| "sysward".into());
+    let err = std::process::Command::new("/proc/self/exe")
+        .arg0(argv0)
+        .args(args)
+        .env_clear()
+        .envs(kept)
+        .exec();
+    Err(err).context("cannot restart the broker with a clean environment")
+}
+
 fn require_root(what: &str) -> Result<()> {
     if !nix::unistd::geteuid().is_root() {
         bail!("{what} must run as root: the broker starts every other process with fewer privileges. Use `sudo sysward …`, or without --root connect to the daemon as a member of the `sysward` group");
@@ -186,6 +216,7 @@ fn run_standalone(
     json: bool,
 ) -> Result<i32> {
     require_root("sysward run/cli --root")?;
+    scrub_environment()?;
     let signals = signals::Signals::install()?;
     let layout = project::Layout::standalone(root)?;
     let ctx = context::broker_context(layout)?;
@@ -211,6 +242,7 @@ fn run_standalone(
 
 fn run_daemon(root: Option<PathBuf>, socket: PathBuf) -> Result<i32> {
     require_root("sysward broker")?;
+    scrub_environment()?;
     let layout = layout_for(&root)?;
     let gid = control::operator_gid()?;
     let ctx = Arc::new(context::broker_context(layout)?);
@@ -432,9 +464,14 @@ fn audit_verify(layout: &project::Layout, acknowledge: bool) -> Result<i32> {
 fn audit_show(layout: &project::Layout, session: Option<&str>, json: bool) -> Result<i32> {
     let text = std::fs::read_to_string(layout.audit_log())
         .with_context(|| format!("cannot read {}", layout.audit_log().display()))?;
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (`| head`) ends the listing quietly.
     for line in text.lines() {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            println!("(unreadable record)");
+            if writeln!(out, "(unreadable record)").is_err() {
+                return Ok(0);
+            }
             continue;
         };
         let event = &v["event"];
@@ -443,10 +480,13 @@ fn audit_show(layout: &project::Layout, session: Option<&str>, json: bool) -> Re
                 continue;
             }
         }
-        if json {
-            println!("{line}");
+        let shown = if json {
+            writeln!(out, "{line}")
         } else {
-            println!("{}", audit::render_record(&v));
+            writeln!(out, "{}", audit::render_record(&v))
+        };
+        if shown.is_err() {
+            return Ok(0);
         }
     }
     Ok(0)

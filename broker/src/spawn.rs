@@ -106,8 +106,35 @@ pub fn spawn_with_fds(
     stdout: Stdio,
     stderr: Stdio,
 ) -> Result<Child> {
-    let fd = channel.as_raw_fd();
-    let extra_fd = extra.map(|e| e.as_raw_fd());
+    let extras: Vec<(BorrowedFd<'_>, i32)> = extra.into_iter().map(|e| (e, EXTRA_FD)).collect();
+    spawn_mapped(program, args, channel, &extras, stdout, stderr)
+}
+
+/// Spawns `program` with `channel` as fd 3 and each `(fd, target)` of `extras`
+/// (at most 4) as fd `target` (> 3), nothing else inherited.
+pub fn spawn_mapped(
+    program: &Path,
+    args: &[String],
+    channel: OwnedFd,
+    extras: &[(BorrowedFd<'_>, i32)],
+    stdout: Stdio,
+    stderr: Stdio,
+) -> Result<Child> {
+    const MAX: usize = 5;
+    if extras.len() >= MAX
+        || extras
+            .iter()
+            .any(|(_, t)| *t <= EXEC_CHANNEL_FD || *t >= 10)
+    {
+        bail!("internal error: bad fd mapping for {}", program.display());
+    }
+    // Everything the child needs is prepared here: no allocation after fork.
+    let mut map = [(-1i32, -1i32); MAX];
+    map[0] = (channel.as_raw_fd(), EXEC_CHANNEL_FD);
+    for (i, (fd, target)) in extras.iter().enumerate() {
+        map[i + 1] = (fd.as_raw_fd(), *target);
+    }
+    let count = extras.len() + 1;
     let mut cmd = Command::new(program);
     cmd.args(args)
         .env_clear()
@@ -116,30 +143,22 @@ pub fn spawn_with_fds(
         .stdout(stdout)
         .stderr(stderr);
     // SAFETY: the closure runs between fork and exec in the child and calls only
-    // async-signal-safe functions (fcntl, dup2) on fds it owns. Both fds are
-    // first copied above 10 (close-on-exec), so neither can clobber the other
-    // when one of them already sits at 3 or 4; dup2 onto 3/4 clears
-    // close-on-exec on the copies the program keeps.
+    // async-signal-safe functions (fcntl, dup2) on fds it owns, with no
+    // allocation. Every source fd is first copied above 10 (close-on-exec), so
+    // none can clobber another when it already sits at a target number; dup2
+    // onto the target clears close-on-exec on the copy the program keeps.
     unsafe {
         cmd.pre_exec(move || {
-            let high = |fd: i32| {
-                let copy = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10);
+            let mut high = [-1i32; MAX];
+            for i in 0..count {
+                let copy = libc::fcntl(map[i].0, libc::F_DUPFD_CLOEXEC, 10);
                 if copy < 0 {
-                    Err(std::io::Error::last_os_error())
-                } else {
-                    Ok(copy)
+                    return Err(std::io::Error::last_os_error());
                 }
-            };
-            let channel = high(fd)?;
-            let extra = match extra_fd {
-                Some(e) => Some(high(e)?),
-                None => None,
-            };
-            if libc::dup2(channel, EXEC_CHANNEL_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
+                high[i] = copy;
             }
-            if let Some(e) = extra {
-                if libc::dup2(e, EXTRA_FD) < 0 {
+            for i in 0..count {
+                if libc::dup2(high[i], map[i].1) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
             }

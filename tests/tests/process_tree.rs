@@ -209,3 +209,43 @@ fn a_model_answering_garbage_or_hanging_ends_the_session_clearly() {
         );
     }
 }
+
+/// Nothing the operator's shell exported can be read from the broker by an
+/// action: the broker is not dumpable (the read is refused here) and, in case a
+/// kernel or profile lets it through, restarts itself with an empty environment.
+#[test]
+fn an_action_finds_nothing_in_the_broker_environment() {
+    if !require_root("an_action_finds_nothing_in_the_broker_environment") {
+        return;
+    }
+    ensure_accounts();
+    let server = scenario(
+        r#"{"steps":[
+          {"tool_calls":[{"name":"shell","arguments":{"command":"tr '\\0' '\\n' < /proc/$PPID/environ; echo rc=$?"}}]},
+          {"content":"done\nTASK_STATUS: DONE"}
+        ]}"#,
+    );
+    let p = TestProject::new("environ");
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=unrestricted\nAPPROVAL_MODE=permissive\nALLOW_OUTSIDE_PROJECT_READ=true")
+        .write("01-t.md", "# T\nLook.\n");
+    let out = Command::new(sysward())
+        .args(["run", "--root", p.dir.to_str().unwrap()])
+        .env("OPERATOR_TOKEN", "tok-7f3a9c1e5b")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let chats = server.chat_requests();
+    // rc=0: the file was readable (the kernel allows it), so only the scrub protects.
+    // Either the read is refused (non-dumpable broker, no CAP_SYS_PTRACE) or it
+    // finds an empty environment (the broker restarted itself without one).
+    assert!(
+        chats.len() >= 2 && chats[1].contains("rc="),
+        "the action did not run"
+    );
+    assert!(
+        !chats[1].contains("tok-7f3a9c1e5b"),
+        "the broker's environment leaked to an action"
+    );
+}

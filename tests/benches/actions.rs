@@ -1,0 +1,172 @@
+//! End to end through the broker: request → decision → audit → confined
+//! `/bin/true` → result, beside a bare spawn of `/bin/true` and
+//! `bwrap --ro-bind / / --unshare-net --unshare-pid --die-with-parent /bin/true`,
+//! in the same run (as root).
+//!
+//! `cargo build --release --workspace --bins && cargo bench -p sysward-tests --bench actions [-- N]`
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::Instant;
+use sysward_broker::cancel::CancelToken;
+use sysward_broker::operator::Operator;
+use sysward_broker::project::Layout;
+use sysward_broker::session::{run_session, SessionRequest};
+use sysward_ipc::agent::{AgentEvent, SessionMode};
+use sysward_ipc::operator::{ApprovalDecision, ApprovalPrompt, SessionSummary};
+use sysward_tests::*;
+
+struct Collect {
+    cancel: CancelToken,
+    report: Mutex<Option<String>>,
+}
+
+impl Operator for Collect {
+    fn session_started(&self, _: &str, _: &str) {}
+    fn event(&self, e: &AgentEvent) {
+        if let AgentEvent::Info(t) = e {
+            *self.report.lock().unwrap() = Some(t.clone());
+        }
+    }
+    fn next_input(&self) -> Option<String> {
+        None
+    }
+    fn approve(&self, _: &ApprovalPrompt) -> Option<(ApprovalDecision, String)> {
+        None
+    }
+    fn finished(&self, _: &SessionSummary) {}
+    fn cancel_token(&self) -> &CancelToken {
+        &self.cancel
+    }
+}
+
+fn stats(name: &str, mut us: Vec<f64>) -> f64 {
+    us.sort_by(|a, b| a.total_cmp(b));
+    let q = |p: f64| us[((us.len() as f64 * p) as usize).min(us.len() - 1)];
+    println!(
+        "{name:<44} n={} median {:>7.3} ms  p90 {:>7.3} ms  p99 {:>7.3} ms",
+        us.len(),
+        q(0.5) / 1e3,
+        q(0.9) / 1e3,
+        q(0.99) / 1e3
+    );
+    q(0.5)
+}
+
+fn spawn_times(n: usize, argv: &[&str]) -> Vec<f64> {
+    (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            let st = Command::new(argv[0])
+                .args(&argv[1..])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(st.success(), "{argv:?} failed");
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect()
+}
+
+fn main() {
+    if !require_root("actions bench") {
+        return;
+    }
+    ensure_accounts();
+    let n: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(1000);
+    let server = scenario(r#"{"steps":[]}"#);
+    let p = TestProject::new("bench-actions");
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=guarded\nALLOW_OUTSIDE_PROJECT_READ=true")
+        .write("01-bench.md", &n.to_string());
+    let layout = Layout::standalone(&p.dir).unwrap();
+    let mut ctx =
+        sysward_broker::context::broker_context_with_binaries(layout, &bin_dir()).unwrap();
+    ctx.agent_path = bin_dir().join("sysward-test-bench-agent");
+    let op = Collect {
+        cancel: CancelToken::new().unwrap(),
+        report: Mutex::new(None),
+    };
+
+    let bare = stats("bare spawn of /bin/true", spawn_times(n, &["/bin/true"]));
+    let summary = run_session(
+        &ctx,
+        SessionRequest {
+            mode: SessionMode::Tasks { rerun: true },
+            dry_run: false,
+            operator: "bench".into(),
+        },
+        &op,
+    );
+    let report = op
+        .report
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap_or_else(|| panic!("no report: {summary:?}"));
+    let v: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(v["failures"], 0, "some actions failed: {report:.300}");
+    let through: Vec<f64> = v["micros"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    let broker = stats("through the broker (decide+audit+confined)", through);
+    if std::env::args().any(|a| a == "--breakdown") {
+        ctx.runner.cgroup_root = None;
+        let _ = run_session(
+            &ctx,
+            SessionRequest {
+                mode: SessionMode::Tasks { rerun: true },
+                dry_run: false,
+                operator: "bench".into(),
+            },
+            &op,
+        );
+        let report = op.report.lock().unwrap().clone().unwrap();
+        let v: serde_json::Value = serde_json::from_str(&report).unwrap();
+        let us: Vec<f64> = v["micros"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        stats("  same, without the per-action cgroup", us);
+    }
+    let bwrap_ok = Command::new("bwrap")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok();
+    let bwrap = if bwrap_ok {
+        stats(
+            "bwrap --ro-bind / / --unshare-net --unshare-pid",
+            spawn_times(
+                n,
+                &[
+                    "bwrap",
+                    "--ro-bind",
+                    "/",
+                    "/",
+                    "--unshare-net",
+                    "--unshare-pid",
+                    "--die-with-parent",
+                    "/bin/true",
+                ],
+            ),
+        )
+    } else {
+        println!("bwrap not installed (apt-get install bubblewrap): skipped");
+        f64::NAN
+    };
+    println!("ratio broker/bare (medians): {:.2}", broker / bare);
+    println!("ratio bwrap/broker (medians): {:.2}", bwrap / broker);
+}
