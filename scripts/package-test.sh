@@ -52,6 +52,14 @@ cleanup() {
       *) userdel "$u" 2>/dev/null; getent group "$u" >/dev/null && groupdel "$u" 2>/dev/null ;;
     esac
   done
+  # Put back what was there before the test (moved aside below).
+  for d in etc/sysward var/lib/sysward; do
+    if [ -e "$work/saved/$d" ]; then
+      rm -rf "/$d"
+      mkdir -p "$(dirname "/$d")"
+      mv "$work/saved/$d" "/$d"
+    fi
+  done
   for f in /var/backups/sysward-audit-*.log; do
     [ -e "$f" ] || continue
     printf '%s\n' "$backups_before" | grep -qxF "$f" || rm -f "$f"
@@ -66,6 +74,15 @@ if dpkg-query -W -f='${Status}' sysward 2>/dev/null | grep -qv "not-installed"; 
   dpkg -P sysward
 fi
 id "$operator" >/dev/null 2>&1 && userdel "$operator"
+# A /etc/sysward or /var/lib/sysward not owned by a package (the test suite
+# or a hand install) is moved aside and put back at the end.
+for d in etc/sysward var/lib/sysward; do
+  if [ -e "/$d" ]; then
+    echo "  /$d exists without the package: moved aside until the end"
+    mkdir -p "$work/saved/$(dirname "$d")"
+    mv "/$d" "$work/saved/$d"
+  fi
+done
 for u in sysward-agent sysward-model; do id "$u" >/dev/null 2>&1 || created_users+=("$u"); done
 getent group sysward >/dev/null || created_users+=("group:sysward")
 
@@ -168,7 +185,9 @@ status=$?
 set -e
 cat "$work/run.jsonl" | sed 's/^/  /'
 [ "$status" -eq 0 ] || { cat "$work/run.err" "$work/broker.log"; fail "sysward run exited $status"; }
-python3 - "$work/run.jsonl" <<'PY'
+session=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["session"])' "$work/run.jsonl")
+sysward audit show --json --session "$session" > "$work/audit.jsonl"
+python3 - "$work/run.jsonl" "$work/audit.jsonl" <<'PY'
 import json, sys
 events = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 summary = events[-1]
@@ -177,7 +196,17 @@ assert summary["exit_code"] == 0, summary
 tasks = {t["task"]: t["status"] for t in summary["tasks"]}
 assert tasks.get("01-package-test.md") == "DONE", tasks
 assert summary["actions"] >= 1, summary
-print("  every line is JSON; summary:", tasks, "actions", summary["actions"])
+# The summary matches the audit trail of the same session.
+records = [json.loads(l)["event"] for l in open(sys.argv[2]) if l.strip()]
+end = [r for r in records if r.get("event") == "session_end"]
+assert len(end) == 1, records
+end = end[0]
+for k in ("actions", "denials", "exit_code"):
+    assert end[k] == summary[k], (k, end[k], summary[k])
+assert {t["task"]: t["status"] for t in end["tasks"]} == tasks, (end["tasks"], tasks)
+tools = [r for r in records if r.get("event") == "tool"]
+assert len([t for t in tools if t.get("status")]) >= summary["actions"], tools
+print("  every line is JSON; summary", tasks, "actions", summary["actions"], "matches the audit of session", summary["session"])
 PY
 sysward audit verify
 sysward audit show | tail -n 6 | sed 's/^/  /'

@@ -235,7 +235,12 @@ fn cli_in_tmux_history_cancel_approval_and_a_sane_terminal() {
     );
     tmux.wait_prompt(4);
 
-    // 5. Ctrl+D leaves; the shell gets its terminal back unchanged.
+    // 5. Ctrl+C at the prompt only warns; Ctrl+D leaves; the shell gets its
+    //    terminal back unchanged.
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("the exit hint", Duration::from_secs(10), |t| {
+        t.contains("(Ctrl+C again or Ctrl+D to exit)")
+    });
     tmux.keys(&["C-d"]);
     wait_for(Duration::from_secs(30), "sysward to exit", || {
         std::fs::read_to_string(&exit_file).ok()
