@@ -249,7 +249,9 @@ fn garbage_never_panics() {
         "exec 3<>/dev/tcp/1.2.3.4/80",
         "cat </dev/tcp/1.2.3.4/80",
         "echo >/dev/udp/1.1.1.1/53",
-                        // Found by cargo-fuzz: exponential backtracking on nested `(`.
+                                // Found by cargo-fuzz: brush-parser loops forever on these.
+        "<<\r ", "<< \r ", "<<-\r ", "<<\u{c} ", "dhdparm<\rbah <<  <<\r\r pkI -d/4ev//m ",
+        // Found by cargo-fuzz: exponential backtracking on nested `(`.
         "(((((,(,((((((((((((\u{11}(((\u{1f}((((((((((((((((((((((((((((((((((((,(,((((((2(\u{0}\u{0}ls",
         "( ( a ( ( a ( ( a ( ( a ( ( a ( ( a ( ( a ( ( a ( ( a ( ( a ( ( a ( ( a ( ( a ( ( a ls",
         // Found by cargo-fuzz: brush-parser unwraps an fd number that overflows.
