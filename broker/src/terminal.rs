@@ -301,7 +301,7 @@ impl HistoryFile {
 
     /// `~/.sysward_history` of the user running the daemon client (`$HOME`,
     /// else the passwd entry): that user is not root and cannot (and should
-    /// not) write the daemon's state. `None` when there is no home directory.
+    /// not) write the daemon's state. `None` when no home is known.
     pub fn for_client() -> Option<HistoryFile> {
         let home = std::env::var_os("HOME")
             .map(PathBuf::from)
@@ -312,8 +312,8 @@ impl HistoryFile {
                     .flatten()
                     .map(|u| u.dir)
             })?;
-        home.is_dir()
-            .then(|| HistoryFile::new(home.join(CLIENT_HISTORY_NAME)))
+        // A home that cannot be written is reported at the first append.
+        Some(HistoryFile::new(home.join(CLIENT_HISTORY_NAME)))
     }
 
     /// Opens without following a symlink; refuses anything but a regular file

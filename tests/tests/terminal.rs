@@ -308,6 +308,190 @@ fn cli_in_tmux_history_cancel_approval_and_a_sane_terminal() {
     );
 }
 
+/// The same terminal through the daemon: `sysward cli --socket S` run by a
+/// member of the `sysward` group (not root) — history in that user's own
+/// `~/.sysward_history`, Ctrl+C relayed as a `Cancel`, the approval panel
+/// answered "y" once.
+#[test]
+fn daemon_cli_in_tmux_as_a_group_member() {
+    if !require_root("daemon_cli_in_tmux_as_a_group_member") {
+        return;
+    }
+    ensure_accounts();
+    let Some(tmux) = Tmux::start("daemon") else {
+        eprintln!("\n*** SKIPPED daemon_cli_in_tmux: tmux is not installed (scripts/test.sh installs it). ***\n");
+        return;
+    };
+    let user = "sysward-test-term";
+    let _ = Command::new("useradd")
+        .args([
+            "--system",
+            "--no-create-home",
+            "--shell",
+            "/usr/sbin/nologin",
+            "-G",
+            "sysward",
+            user,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    let server = scenario(
+        r#"{"steps":[
+        {"expect":{"last_message_contains":"uptime please"},
+         "tool_calls":[{"name":"shell","arguments":{"command":"sleep 30"}}]},
+        {"expect":{"last_message_contains":"uptime please"},
+         "tool_calls":[{"name":"shell","arguments":{"command":"systemctl restart x"}}]},
+        {"expect":{"role_of_last":"tool"},
+         "content":"Restart attempted."}
+    ]}"#,
+    );
+    let p = TestProject::new("terminal-daemon");
+    p.init_conf(&server, "").agent_md(
+        "EXECUTION_MODE=privileged\nALLOW_SERVICE_RESTART=true\nAPPROVAL_MODE=strict\nMAX_STEPS=10",
+    );
+    // The member's home, outside the root-only test directories.
+    struct Home(PathBuf);
+    impl Drop for Home {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let home = Home(PathBuf::from(format!(
+        "/tmp/sysward-term-home-{}",
+        std::process::id()
+    )));
+    let _ = std::fs::remove_dir_all(&home.0);
+    std::fs::create_dir(&home.0).unwrap();
+    let _ = Command::new("chown")
+        .arg(format!("{user}:{user}"))
+        .arg(&home.0)
+        .status();
+    let home = &home.0;
+    let sock_dir = PathBuf::from(format!("/run/sysward-test-term-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&sock_dir);
+    let socket = sock_dir.join("control.sock");
+    struct Broker(std::process::Child, PathBuf);
+    impl Drop for Broker {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+            let _ = std::fs::remove_dir_all(&self.1);
+        }
+    }
+    let _broker = Broker(
+        Command::new(sysward())
+            .args([
+                "broker",
+                "--root",
+                p.dir.to_str().unwrap(),
+                "--socket",
+                socket.to_str().unwrap(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+        sock_dir.clone(),
+    );
+    wait_for(Duration::from_secs(15), "the control socket", || {
+        socket.exists().then_some(())
+    });
+
+    tmux.line(&format!(
+        "env HOME={} setpriv --reuid={user} --regid={user} --init-groups -- {} cli --socket {}",
+        shell_quote(home),
+        shell_quote(&sysward()),
+        shell_quote(&socket)
+    ));
+    tmux.wait_prompt(1);
+    tmux.line("uptime please");
+    tmux.wait_count("→ ", 1, Duration::from_secs(60));
+    let sleeper = wait_for(Duration::from_secs(30), "the sleep 30 action", || {
+        pids_running("sleep", "30").into_iter().next()
+    });
+    tmux.keys(&["C-c"]);
+    tmux.wait_count("← cancelled", 1, Duration::from_secs(20));
+    wait_for(Duration::from_secs(10), "the sleep to be gone", || {
+        (!Path::new(&format!("/proc/{sleeper}")).exists()
+            || status_field(sleeper, "State:").is_some_and(|s| s.starts_with('Z')))
+        .then_some(())
+    });
+    tmux.wait_prompt(2);
+    tmux.keys(&["Up"]);
+    tmux.wait_for("the recalled line", Duration::from_secs(10), |t| {
+        t.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .is_some_and(|l| l.trim_end() == "agent> uptime please")
+    });
+    tmux.keys(&["Enter"]);
+    tmux.wait_count("approval needed", 1, Duration::from_secs(60));
+    tmux.wait_for("the approval prompt", Duration::from_secs(10), |t| {
+        t.contains("answer [y/s/n]:")
+    });
+    tmux.line("y");
+    tmux.wait_count("Restart attempted.", 1, Duration::from_secs(60));
+    tmux.wait_prompt(3);
+    tmux.keys(&["C-d"]);
+    tmux.wait_for("the shell prompt", Duration::from_secs(30), |t| {
+        t.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .is_some_and(|l| l.trim_end() == "$")
+    });
+    let pane = tmux.capture();
+    eprintln!("the pane at the end:\n{pane}");
+
+    let records = audit_records(&p);
+    let tools: Vec<&serde_json::Value> = records
+        .iter()
+        .map(|r| &r["event"])
+        .filter(|e| e["event"] == "tool")
+        .collect();
+    let sleep = tools
+        .iter()
+        .find(|e| e["request"].as_str().unwrap_or("").contains("sleep 30"))
+        .unwrap_or_else(|| panic!("no audit record of sleep 30: {records:#?}"));
+    assert_eq!(sleep["status"], "cancelled", "{sleep:#}");
+    let restart = tools
+        .iter()
+        .find(|e| {
+            e["request"]
+                .as_str()
+                .unwrap_or("")
+                .contains("systemctl restart x")
+        })
+        .unwrap_or_else(|| panic!("no audit record of the restart: {records:#?}"));
+    assert_eq!(restart["approved_by"], "operator (once)", "{restart:#}");
+
+    // The history is the member's own, 0600, owned by them.
+    use std::os::unix::fs::MetadataExt;
+    let hist_path = home.join(".sysward_history");
+    let meta = std::fs::metadata(&hist_path)
+        .unwrap_or_else(|e| panic!("{}: {e}\n{pane}", hist_path.display()));
+    assert_eq!(meta.mode() & 0o777, 0o600);
+    let uid: u32 = String::from_utf8(
+        Command::new("id")
+            .args(["-u", user])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .parse()
+    .unwrap();
+    assert_eq!(meta.uid(), uid);
+    let hist = std::fs::read_to_string(&hist_path).unwrap();
+    let entries: Vec<&str> = hist
+        .lines()
+        .map(|l| l.split_once('\t').unwrap().1)
+        .collect();
+    assert_eq!(entries, ["uptime please", "uptime please"], "{hist}");
+}
+
 /// Pids of processes named `name` whose argv contains `arg`.
 fn pids_running(name: &str, arg: &str) -> Vec<u32> {
     let mut found = Vec::new();
