@@ -188,6 +188,19 @@ fn cli_in_tmux_history_cancel_approval_and_a_sane_terminal() {
         pids_running("sleep", "30").into_iter().next()
     });
 
+    // While it runs: the spinner with the elapsed time, the step count and
+    // the action in flight.
+    tmux.wait_for("the spinner", Duration::from_secs(10), |t| {
+        t.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .is_some_and(|l| {
+                l.contains("step 1/10")
+                    && l.contains("shell: sleep 30 (")
+                    && l.contains("Ctrl+C cancels")
+            })
+    });
+
     // 3. Ctrl+C cancels it: the process is killed, the session goes on.
     let cancelled_at = Instant::now();
     tmux.keys(&["C-c"]);
