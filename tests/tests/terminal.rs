@@ -146,6 +146,8 @@ fn cli_in_tmux_history_cancel_approval_and_a_sane_terminal() {
          "content":"The disks look fine."},
         {"expect":{"last_message_contains":"check the disks"},
          "tool_calls":[{"name":"shell","arguments":{"command":"sleep 30"}}]},
+        {"expect":{"last_message_contains":"think for a long time"},
+         "delay_ms":30000, "content":"too late"},
         {"expect":{"last_message_contains":"restart x please"},
          "tool_calls":[{"name":"shell","arguments":{"command":"systemctl restart x"}}]},
         {"expect":{"role_of_last":"tool","tool_result_contains":"not now"},
@@ -217,7 +219,21 @@ fn cli_in_tmux_history_cancel_approval_and_a_sane_terminal() {
     });
     tmux.wait_prompt(3);
 
-    // 4. An approval panel, answered: s then "no" (not confirmed), then n
+    // 4. Ctrl+C also cancels a model request in flight.
+    tmux.line("think for a long time");
+    server.wait_for_requests(server.requests().len() + 1, Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(200));
+    let cancelled_at = Instant::now();
+    tmux.keys(&["C-c"]);
+    tmux.wait_prompt(4);
+    assert!(
+        cancelled_at.elapsed() < Duration::from_secs(10),
+        "the model request was not cancelled promptly: {:?}",
+        cancelled_at.elapsed()
+    );
+    assert!(!tmux.capture().contains("too late"));
+
+    // 5. An approval panel, answered: s then "no" (not confirmed), then n
     //    with a note for the model.
     tmux.line("restart x please");
     let panel = tmux.wait_count("approval needed", 1, Duration::from_secs(60));
@@ -316,7 +332,12 @@ fn cli_in_tmux_history_cancel_approval_and_a_sane_terminal() {
         .collect();
     assert_eq!(
         entries,
-        ["check the disks", "check the disks", "restart x please"],
+        [
+            "check the disks",
+            "check the disks",
+            "think for a long time",
+            "restart x please"
+        ],
         "{hist}"
     );
 }
