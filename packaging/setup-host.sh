@@ -12,7 +12,7 @@ say() { printf 'sysward: %s\n' "$*"; }
 
 # --- the operator group and the two unprivileged service users
 if command -v systemd-sysusers >/dev/null 2>&1 && [ -r "$share/sysusers.conf" ]; then
-  systemd-sysusers "$share/sysusers.conf"
+  systemd-sysusers "$share/sysusers.conf" || say "systemd-sysusers failed; creating the accounts with groupadd/useradd"
 fi
 # Whether or not systemd-sysusers ran (or understood every line), make sure
 # each account exists with a locked password, no home and no login shell.
@@ -33,7 +33,7 @@ done
 
 # --- directories (DESIGN.md, "Layout on a host")
 if command -v systemd-tmpfiles >/dev/null 2>&1 && [ -r "$share/tmpfiles.conf" ]; then
-  systemd-tmpfiles --create "$share/tmpfiles.conf"
+  systemd-tmpfiles --create "$share/tmpfiles.conf" || say "systemd-tmpfiles reported a problem; creating the directories with install -d"
 fi
 # Also without systemd-tmpfiles, and to correct modes it would leave alone.
 install -d -o root -g root -m 0700 /etc/sysward /etc/sysward/secrets
