@@ -320,7 +320,12 @@ fn cli_in_tmux_history_cancel_approval_and_a_sane_terminal() {
     // History: both lines sent to the agent, 0600, stamped; nothing typed at
     // the approval prompt.
     let hist_path = p.path(".context-history");
-    let hist = std::fs::read_to_string(&hist_path).unwrap();
+    let hist = std::fs::read_to_string(&hist_path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run_standalone must build its LocalOperator with .with_project_history(&ctx.layout.config_dir))",
+            hist_path.display()
+        )
+    });
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
         std::fs::metadata(&hist_path).unwrap().permissions().mode() & 0o777,
