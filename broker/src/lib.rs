@@ -18,6 +18,7 @@ pub mod netns;
 pub mod operator;
 pub mod project;
 pub mod redact;
+pub mod retry;
 pub mod sanitize;
 pub mod secrets;
 pub mod session;

@@ -872,16 +872,47 @@ impl<'a> Session<'a> {
         }
         let timeout = Duration::from_secs(u64::from(profile.timeout_secs.max(1)));
         let cancel = self.op.cancel_token().clone();
-        let outcome = match self.ctx.runner.run(
-            &spec,
-            cgroup.as_ref(),
-            timeout,
-            &cancel,
-            &action_id,
-            &redactor,
-        ) {
-            Ok(o) => o,
-            Err(e) => return refused(ToolStatus::Error, format!("cannot run the action: {e:#}")),
+        // Retried only where the command provably did nothing (seed 000): the
+        // dpkg lock was held, or a name did not resolve for now.
+        let mut cgroup = cgroup;
+        let mut retries: Vec<String> = Vec::new();
+        let mut attempt = 0usize;
+        let outcome = loop {
+            let outcome = match self.ctx.runner.run(
+                &spec,
+                cgroup.as_ref(),
+                timeout,
+                &cancel,
+                &format!("{action_id}-{attempt}"),
+                &redactor,
+            ) {
+                Ok(o) => o,
+                Err(e) => {
+                    return refused(ToolStatus::Error, format!("cannot run the action: {e:#}"))
+                }
+            };
+            let Some((why, delays)) = crate::retry::transient(&outcome) else {
+                break outcome;
+            };
+            let Some(delay) = delays.get(attempt) else {
+                break outcome;
+            };
+            retries.push(format!(
+                "attempt {} failed ({why}); retried after {delay} s",
+                attempt + 1
+            ));
+            if crate::retry::sleep_unless_cancelled(Duration::from_secs(*delay), &cancel) {
+                break outcome;
+            }
+            attempt += 1;
+            // A fresh cgroup of the same name for the next attempt.
+            let name = cgroup.as_ref().and_then(|c| {
+                c.dir()
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+            });
+            drop(cgroup.take());
+            cgroup = name.and_then(|n| self.ctx.runner.cgroup_for(&n));
         };
         drop(cgroup);
         let mut result = ToolResult::refused(call_id, ToolStatus::Ok, String::new());
@@ -897,6 +928,7 @@ impl<'a> Session<'a> {
             .into_iter()
             .flatten()
             .collect();
+        notes.extend(retries);
         let mut change = None;
         match outcome.ending {
             Ending::Exited(code) => {
@@ -940,6 +972,9 @@ impl<'a> Session<'a> {
                 }
                 None => result.status = ToolStatus::Error,
             },
+        }
+        if let Some(hint) = crate::retry::permission_hint(&result) {
+            notes.push(hint);
         }
         if !notes.is_empty() {
             if !result.message.is_empty() {

@@ -249,3 +249,47 @@ fn an_action_finds_nothing_in_the_broker_environment() {
         "the broker's environment leaked to an action"
     );
 }
+
+/// A temporary DNS failure is retried (the command provably did nothing), and
+/// the result says so; a permission failure comes back with its likely causes.
+#[test]
+fn transient_failures_are_retried_and_permission_failures_explained() {
+    if !require_root("transient_failures_are_retried") {
+        return;
+    }
+    ensure_accounts();
+    let p = TestProject::new("retry");
+    let marker = p.path("attempted");
+    let script = format!(
+        "if [ -e {m} ]; then echo resolved; else : > {m}; echo 'curl: (6) Could not resolve host: example.invalid' >&2; exit 6; fi",
+        m = marker.display()
+    );
+    let server = scenario(&format!(
+        r#"{{"steps":[
+          {{"tool_calls":[{{"name":"shell","arguments":{{"command":{}}}}}]}},
+          {{"tool_calls":[{{"name":"shell","arguments":{{"command":"echo x > /proc/sys/kernel/hostname-nope; cat /etc/shadow-nonexistent-but-denied 2>&1 >/dev/null; touch /usr/bin/sysward-probe"}}}}]}},
+          {{"content":"done\nTASK_STATUS: DONE"}}
+        ]}}"#,
+        serde_json::to_string(&script).unwrap()
+    ));
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=unrestricted\nAPPROVAL_MODE=permissive\nALLOW_OUTSIDE_PROJECT_READ=true")
+        .write("01-t.md", "# T\nResolve.\n");
+    let out = run_sysward(
+        &["run", "--root", p.dir.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let chats = server.chat_requests();
+    let first = chats[1].message_text();
+    assert!(first.contains("resolved"), "not retried: {first}");
+    assert!(
+        first.contains("retried after 2 s"),
+        "the retry is not reported: {first}"
+    );
+    let second = chats[2].message_text();
+    assert!(
+        second.contains("permission failure"),
+        "no explanation: {second}"
+    );
+}
