@@ -34,4 +34,6 @@ cargo build --workspace --bins
 echo "== tests"
 # Property tests run their bounded CI case counts (see each test).
 cargo test --workspace -- --test-threads=2
+echo "== package: build the .deb, install, use, remove"
+bash scripts/package-test.sh
 echo "== all tests passed"

@@ -44,6 +44,7 @@ pub fn run(socket_path: &Path, mode: SessionMode, dry_run: bool, json: bool) -> 
     let opts = RunOptions {
         rerun: matches!(mode, SessionMode::Tasks { rerun: true }),
         dry_run,
+        interactive: std::io::IsTerminal::is_terminal(&std::io::stdin()),
     };
     writer.send(&match mode {
         SessionMode::Cli => OperatorRequest::Cli(opts),

@@ -171,6 +171,8 @@ pub fn check_peer(
 /// An operator on the other end of a control connection.
 pub struct RemoteOperator {
     tx: Channel,
+    /// A person at the client can answer prompts.
+    interactive: bool,
     inputs: Mutex<Receiver<OperatorRequest>>,
     cancel: CancelToken,
 }
@@ -220,6 +222,10 @@ impl Operator for RemoteOperator {
     }
 
     fn approve(&self, prompt: &ApprovalPrompt) -> Option<(ApprovalDecision, String)> {
+        if !self.interactive {
+            // Nobody to ask: the broker turns it into a pending approval.
+            return None;
+        }
         self.send(&OperatorAnswer::ApprovalNeeded(prompt.clone()));
         let inputs = self.inputs.lock().ok()?;
         loop {
@@ -308,6 +314,7 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
         })?;
     let operator = RemoteOperator {
         tx,
+        interactive: opts.interactive || matches!(mode, SessionMode::Cli),
         inputs: Mutex::new(in_rx),
         cancel,
     };

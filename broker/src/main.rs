@@ -16,6 +16,7 @@ use sysward_ipc::agent::SessionMode;
     about = "A confined AI system-administration agent: the root broker and its operator client"
 )]
 struct Cli {
+    /// The command (one argument: a shell script; several: an argv).
     #[command(subcommand)]
     command: Command,
 }
@@ -42,10 +43,13 @@ enum Command {
     },
     /// Talk to the agent interactively.
     Cli {
+        /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
         #[arg(long)]
         root: Option<PathBuf>,
+        /// Modifying actions only describe what they would do.
         #[arg(long)]
         dry_run: bool,
+        /// Control socket of the daemon.
         #[arg(long, default_value = control::SOCKET_PATH)]
         socket: PathBuf,
     },
@@ -54,47 +58,59 @@ enum Command {
         /// Serve this project directory instead of /etc/sysward + /var/lib/sysward.
         #[arg(long)]
         root: Option<PathBuf>,
+        /// Control socket of the daemon.
         #[arg(long, default_value = control::SOCKET_PATH)]
         socket: PathBuf,
     },
     /// Check every prerequisite and say how to fix what is wrong.
     Doctor {
+        /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
         #[arg(long)]
         root: Option<PathBuf>,
     },
     /// Inspect the policy.
     Policy {
+        /// The command (one argument: a shell script; several: an argv).
         #[command(subcommand)]
         command: PolicyCommand,
     },
     /// Inspect the audit trail.
     Audit {
+        /// The command (one argument: a shell script; several: an argv).
         #[command(subcommand)]
         command: AuditCommand,
     },
     /// Secrets held by the broker: names and scopes, never values.
     Secrets {
+        /// The command (one argument: a shell script; several: an argv).
         #[command(subcommand)]
         command: SecretsCommand,
     },
     /// Pending approvals of unattended runs.
     Approvals {
+        /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
         #[arg(long)]
         root: Option<PathBuf>,
+        /// Machine-readable JSON output.
         #[arg(long)]
         json: bool,
     },
     /// Approve a pending request: the next run making it proceeds once.
     Approve {
+        /// The approval id (from `sysward approvals`).
         id: String,
+        /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
         #[arg(long)]
         root: Option<PathBuf>,
     },
     /// Deny a pending request, with a note the model will see.
     Deny {
+        /// The approval id (from `sysward approvals`).
         id: String,
+        /// A note for the model, saying why.
         #[arg(long)]
         note: Option<String>,
+        /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
         #[arg(long)]
         root: Option<PathBuf>,
     },
@@ -110,8 +126,10 @@ enum Command {
 enum SecretsCommand {
     /// Names, scopes and sizes (`(set, N bytes)`), never values.
     List {
+        /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
         #[arg(long)]
         root: Option<PathBuf>,
+        /// Machine-readable JSON output.
         #[arg(long)]
         json: bool,
     },
@@ -129,16 +147,19 @@ enum GenerateCommand {
 enum PolicyCommand {
     /// Print the effective policy of agent.md.
     Check {
+        /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
         #[arg(long)]
         root: Option<PathBuf>,
     },
     /// Category, risk, decision, reason and profile for a command.
     Explain {
+        /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
         #[arg(long)]
         root: Option<PathBuf>,
         /// Treat the command as a shell script (default when it has one argument).
         #[arg(long)]
         shell: bool,
+        /// The command (one argument: a shell script; several: an argv).
         #[arg(required = true, last = true)]
         command: Vec<String>,
     },
@@ -148,6 +169,7 @@ enum PolicyCommand {
 enum AuditCommand {
     /// Verify the hash chain; report the first bad record.
     Verify {
+        /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
         #[arg(long)]
         root: Option<PathBuf>,
         /// Record that an operator saw the break, so sessions may start again.
@@ -156,10 +178,13 @@ enum AuditCommand {
     },
     /// Print the audit log readably.
     Show {
+        /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
         #[arg(long)]
         root: Option<PathBuf>,
+        /// Only this session id.
         #[arg(long)]
         session: Option<String>,
+        /// Machine-readable JSON output.
         #[arg(long)]
         json: bool,
     },
@@ -220,13 +245,17 @@ fn run_standalone(
     let signals = signals::Signals::install()?;
     let layout = project::Layout::standalone(root)?;
     let ctx = context::broker_context(layout)?;
-    let interactive = matches!(mode, SessionMode::Cli);
+    // A person is attached when this is the CLI or stdin is a terminal; a
+    // timer or a script gets pending approvals instead of prompts.
+    let interactive =
+        matches!(mode, SessionMode::Cli) || std::io::IsTerminal::is_terminal(&std::io::stdin());
     let op = operator::LocalOperator::new(
         json,
         interactive,
         signals.cancel.clone(),
         signals.at_prompt.clone(),
-    );
+    )
+    .with_project_history(&ctx.layout.config_dir);
     let who = format!("uid {}", nix::unistd::getuid());
     let summary = session::run_session(
         &ctx,

@@ -532,6 +532,13 @@ impl<'a> Session<'a> {
             };
         }
         let cancel = self.op.cancel_token().clone();
+        if cancel.is_cancelled() {
+            // The turn was cancelled while an action ran: do not spend a model call.
+            return ModelReply::Failed {
+                kind: ModelFailure::Cancelled,
+                message: "cancelled by the operator".to_string(),
+            };
+        }
         let reply = self.gateway.forward(model, &cancel);
         if let ModelReply::Failed {
             kind: ModelFailure::Refused,
@@ -610,6 +617,12 @@ impl<'a> Session<'a> {
         let (plan, decision) = match planned {
             Ok(plan) => {
                 let decision = crate::decide::decide(&self.engine, &plan);
+                self.op.decided(
+                    &call_id,
+                    decision.category.as_str(),
+                    decision.risk.as_str(),
+                    decision.verdict.as_str(),
+                );
                 (plan, decision)
             }
             Err(message) => {

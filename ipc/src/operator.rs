@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 pub struct RunOptions {
     pub rerun: bool,
     pub dry_run: bool,
+    /// A person can answer prompts (stdin is a terminal). When false, an ask
+    /// becomes a pending approval instead of a prompt.
+    pub interactive: bool,
 }
 
 /// A pending decision shown to a person. Every string is sanitized by the broker.
