@@ -1,6 +1,6 @@
 //! Property tests: 102,000 generated inputs in total (60,000 token scripts,
 //! 30,000 arbitrary strings, 12,000 wrapper checks), each decided under two
-//! or more policies. Measured on a 2-vCPU machine: about 25 s in a debug
+//! or more policies. Measured on a 2-vCPU machine: about 17 s in a debug
 //! build and about 5 s in release (`cargo test --release`), well under a
 //! minute either way, so CI runs them on every push.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -79,32 +79,11 @@ pub fn openers(script: &str) -> usize {
     count
 }
 
-/// At most this many `(`-`(` pairs (brush-parser backtracks between
-/// arithmetic `((` and nested subshells at each: exponential time, ~4 s for
-/// 14 nested pairs in release, found by cargo-fuzz with a 71-byte input).
-pub const MAX_PAREN_PAIRS: usize = 8;
-
-/// Counts `(` followed (after blanks, newlines or line continuations) by
-/// another `(`, not counting `$((` (arithmetic expansion, which the
-/// tokenizer handles without backtracking). Quotes are ignored: an
-/// over-count only refuses a script, it never lets one through.
-pub fn paren_pairs(script: &str) -> usize {
-    let b = script.as_bytes();
-    let mut count = 0;
-    for i in 0..b.len() {
-        if b[i] != b'(' || (i > 0 && b[i - 1] == b'$') {
-            continue;
-        }
-        let mut j = i + 1;
-        while j < b.len() && matches!(b[j], b' ' | b'\t' | b'\n' | b'\r' | b'\\') {
-            j += 1;
-        }
-        if j < b.len() && b[j] == b'(' {
-            count += 1;
-        }
-    }
-    count
-}
+/// At most this many `(` operator tokens per parse (subshells, function
+/// definitions, arithmetic commands). brush-parser backtracks exponentially
+/// over unclosed ones: ~2 s for 27 in release, ~10 ms for 16 (found by
+/// cargo-fuzz with inputs of 71 and 119 bytes).
+pub const MAX_PARENS: usize = 16;
 
 /// Inputs known to make brush-parser 0.4.0 hang, or panic (an `unwrap` on a number
 /// that overflows): a file-descriptor number of 10 or more digits before `<`

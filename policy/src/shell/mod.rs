@@ -97,22 +97,45 @@ impl Analyzer {
             ));
             return;
         }
-        if limits::paren_pairs(text) > limits::MAX_PAREN_PAIRS {
-            self.items.push(Item::Unanalysable(format!(
-                "more than {} nested parentheses",
-                limits::MAX_PAREN_PAIRS
-            )));
-            return;
-        }
         if let Some(why) = limits::known_parser_panic(text) {
             self.items.push(Item::Opaque(why.to_string()));
             return;
         }
         let opts = words::options();
-        let parsed = std::panic::catch_unwind(|| {
-            let mut parser = brush_parser::Parser::new(text.as_bytes(), &opts);
-            parser.parse_program()
+        // Tokenize first (linear, and its recursion is bounded by the opener
+        // count), then refuse before the parser what makes it backtrack
+        // exponentially: more than MAX_PARENS `(` operators (subshells,
+        // function definitions, arithmetic commands; quoted parentheses and
+        // `$(` are inside word tokens and do not count).
+        let tokens = std::panic::catch_unwind(|| {
+            brush_parser::uncached_tokenize_str(text, &opts.tokenizer_options())
         });
+        let tokens = match tokens {
+            Ok(Ok(t)) => t,
+            Ok(Err(e)) => {
+                self.items
+                    .push(Item::Opaque(format!("bash syntax not understood ({e})")));
+                return;
+            }
+            Err(_) => {
+                self.items.push(Item::Opaque(
+                    "the bash tokenizer failed on this script".to_string(),
+                ));
+                return;
+            }
+        };
+        let parens = tokens
+            .iter()
+            .filter(|t| matches!(t, brush_parser::Token::Operator(o, _) if o == "("))
+            .count();
+        if parens > limits::MAX_PARENS {
+            self.items.push(Item::Unanalysable(format!(
+                "more than {} parentheses (subshells, function definitions)",
+                limits::MAX_PARENS
+            )));
+            return;
+        }
+        let parsed = std::panic::catch_unwind(|| brush_parser::parse_tokens(&tokens, &opts));
         match parsed {
             Ok(Ok(program)) => {
                 let mut w = walk::Walker {
