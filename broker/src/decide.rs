@@ -448,7 +448,7 @@ pub fn decide(engine: &Engine, plan: &Plan) -> Decision {
 
 /// The policy engine for one session, with this host's facts.
 pub fn engine(ctx: &BrokerContext, project: &Project) -> Result<Engine> {
-    engine_for_layout(&ctx.layout, project)
+    engine_for_layout(&ctx.layout, &project.agent_md_path, &project.policy)
 }
 
 /// What `sysward policy explain` decides about: a shell script when asked (or
@@ -468,11 +468,15 @@ pub fn plan_for_explain(command: &[String], shell: bool, cwd: &Path) -> Plan {
     })
 }
 
-pub fn engine_for_layout(layout: &crate::project::Layout, project: &Project) -> Result<Engine> {
+pub fn engine_for_layout(
+    layout: &crate::project::Layout,
+    agent_md_path: &Path,
+    policy: &sysward_policy::PolicyBlock,
+) -> Result<Engine> {
     let bin_dir = crate::spawn::binary_dir()?;
     let mut protected = vec![
         layout.init_conf(),
-        project.agent_md_path.clone(),
+        agent_md_path.to_path_buf(),
         layout.audit_log(),
         layout.audit_head(),
         layout.approvals_dir(),
@@ -516,5 +520,5 @@ pub fn engine_for_layout(layout: &crate::project::Layout, project: &Project) -> 
         action_uid: 0,
         action_gid: 0,
     };
-    Ok(Engine::new(project.policy.clone(), facts))
+    Ok(Engine::new(policy.clone(), facts))
 }

@@ -362,12 +362,12 @@ fn real_main() -> Result<i32> {
         Command::Policy {
             command: PolicyCommand::Check { root },
         } => {
-            let project = project::Project::load(layout_for(&root)?)?;
-            for w in &project.warnings {
+            let (path, policy, warnings) = project::Project::load_policy(&layout_for(&root)?)?;
+            for w in &warnings {
                 eprintln!("warning: {w}");
             }
-            println!("# effective policy of {}", project.agent_md_path.display());
-            print!("{}", project.policy.render());
+            println!("# effective policy of {}", path.display());
+            print!("{}", policy.render());
             Ok(0)
         }
         Command::Policy {
@@ -378,10 +378,10 @@ fn real_main() -> Result<i32> {
                     command,
                 },
         } => {
-            let project = project::Project::load(layout_for(&root)?)?;
-            let ctx_layout = project.layout.clone();
-            let engine = decide::engine_for_layout(&ctx_layout, &project)?;
-            let plan = decide::plan_for_explain(&command, shell, &ctx_layout.state_dir);
+            let layout = layout_for(&root)?;
+            let (path, policy, _) = project::Project::load_policy(&layout)?;
+            let engine = decide::engine_for_layout(&layout, &path, &policy)?;
+            let plan = decide::plan_for_explain(&command, shell, &layout.state_dir);
             let decision = decide::decide(&engine, &plan);
             println!("{}", sysward_policy::explain(&decision));
             Ok(0)

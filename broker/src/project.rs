@@ -123,6 +123,21 @@ impl Project {
         })
     }
 
+    /// Only agent.md and its policy block (for `sysward policy`, which needs no
+    /// init.conf): the path, the parsed block and the warnings.
+    pub fn load_policy(
+        layout: &Layout,
+    ) -> Result<(PathBuf, sysward_policy::PolicyBlock, Vec<String>)> {
+        let mut warnings = Vec::new();
+        check_directory(&layout.config_dir, &mut warnings)?;
+        let path = find_agent_md(&layout.config_dir, &mut warnings)?;
+        let text = read_checked(&path, MAX_INSTRUCTION_FILE, &mut warnings)?;
+        let parsed = sysward_policy::parse_agent_md(&text)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        warnings.extend(parsed.warnings);
+        Ok((path, parsed.block, warnings))
+    }
+
     /// The task files in run order (seed: `*.md` directly in the project except
     /// agent.md, memoria.md, README.md; TASK_ORDER or lexicographic; symlinks out
     /// of the project ignored with a warning).
