@@ -366,15 +366,7 @@ impl Approvals {
 
     fn lock(&self) -> Result<DirLock> {
         let path = self.dir.join(".lock");
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
+        let file = crate::project::open_lock_file(&path)?;
         let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
             .map_err(|(_, e)| anyhow::anyhow!("cannot lock {}: {e}", path.display()))?;
         Ok(DirLock { _lock: lock })

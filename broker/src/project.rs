@@ -299,19 +299,23 @@ pub struct ProjectLock {
     _lock: nix::fcntl::Flock<File>,
 }
 
+/// Opens (creating 0600, never through a symlink) a file used for flock.
+pub fn open_lock_file(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .with_context(|| format!("cannot open lock {}", path.display()))
+}
+
 impl ProjectLock {
     pub fn acquire(layout: &Layout) -> Result<ProjectLock> {
         ensure_private_dir(&layout.agent_dir())?;
-        let path = layout.lock_file();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)
-            .with_context(|| format!("cannot open lock {}", path.display()))?;
+        let file = open_lock_file(&layout.lock_file())?;
         let mut lock = match nix::fcntl::Flock::lock(
             file,
             nix::fcntl::FlockArg::LockExclusiveNonblock,

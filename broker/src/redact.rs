@@ -484,20 +484,10 @@ pub fn redact_file_change(
     total
 }
 
-/// Masks a credential for display: the first 6 and last 3 characters of a long
-/// one (`sk-2f1...8a9`), nothing of a short one. (Same rule as
-/// `config::mask_secret`.)
+/// Masks a credential for display (`sk-2f1...8a9`): the one rule of
+/// [`crate::config::mask_secret`].
 pub fn mask_key(key: &str) -> String {
-    let chars: Vec<char> = key.chars().collect();
-    if chars.is_empty() {
-        return "(none)".to_string();
-    }
-    if chars.len() < 12 {
-        return "***".to_string();
-    }
-    let head: String = chars[..6].iter().collect();
-    let tail: String = chars[chars.len() - 3..].iter().collect();
-    format!("{head}...{tail}")
+    crate::config::mask_secret(key)
 }
 
 // ---- the forms of a value -------------------------------------------------

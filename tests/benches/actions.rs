@@ -8,39 +8,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::Instant;
-use sysward_broker::cancel::CancelToken;
-use sysward_broker::operator::Operator;
 use sysward_broker::project::Layout;
 use sysward_broker::session::{run_session, SessionRequest};
-use sysward_ipc::agent::{AgentEvent, SessionMode};
-use sysward_ipc::operator::{ApprovalDecision, ApprovalPrompt, SessionSummary};
+use sysward_ipc::agent::SessionMode;
 use sysward_tests::*;
-
-struct Collect {
-    cancel: CancelToken,
-    report: Mutex<Option<String>>,
-}
-
-impl Operator for Collect {
-    fn session_started(&self, _: &str, _: &str) {}
-    fn event(&self, e: &AgentEvent) {
-        if let AgentEvent::Info(t) = e {
-            *self.report.lock().unwrap() = Some(t.clone());
-        }
-    }
-    fn next_input(&self) -> Option<String> {
-        None
-    }
-    fn approve(&self, _: &ApprovalPrompt) -> Option<(ApprovalDecision, String)> {
-        None
-    }
-    fn finished(&self, _: &SessionSummary) {}
-    fn cancel_token(&self) -> &CancelToken {
-        &self.cancel
-    }
-}
 
 fn stats(name: &str, mut us: Vec<f64>) -> f64 {
     us.sort_by(|a, b| a.total_cmp(b));
@@ -90,10 +62,7 @@ fn main() {
     let mut ctx =
         sysward_broker::context::broker_context_with_binaries(layout, &bin_dir()).unwrap();
     ctx.agent_path = bin_dir().join("sysward-test-bench-agent");
-    let op = Collect {
-        cancel: CancelToken::new().unwrap(),
-        report: Mutex::new(None),
-    };
+    let op = Recorder::new();
 
     let bare = stats("bare spawn of /bin/true", spawn_times(n, &["/bin/true"]));
     let summary = run_session(
@@ -106,10 +75,7 @@ fn main() {
         &op,
     );
     let report = op
-        .report
-        .lock()
-        .unwrap()
-        .clone()
+        .last_info()
         .unwrap_or_else(|| panic!("no report: {summary:?}"));
     let v: serde_json::Value = serde_json::from_str(&report).unwrap();
     assert_eq!(v["failures"], 0, "some actions failed: {report:.300}");
@@ -131,7 +97,7 @@ fn main() {
             },
             &op,
         );
-        let report = op.report.lock().unwrap().clone().unwrap();
+        let report = op.last_info().unwrap();
         let v: serde_json::Value = serde_json::from_str(&report).unwrap();
         let us: Vec<f64> = v["micros"]
             .as_array()

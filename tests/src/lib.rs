@@ -262,3 +262,58 @@ pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// An operator for sessions run inside a test or bench process: records what
+/// it is told, never answers (so asks become pending approvals).
+pub struct Recorder {
+    pub cancel: sysward_broker::cancel::CancelToken,
+    pub events: std::sync::Mutex<Vec<sysward_ipc::agent::AgentEvent>>,
+}
+
+impl Recorder {
+    pub fn new() -> Recorder {
+        Recorder {
+            cancel: sysward_broker::cancel::CancelToken::new().unwrap(),
+            events: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The text of the last Info event.
+    pub fn last_info(&self) -> Option<String> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .find_map(|e| match e {
+                sysward_ipc::agent::AgentEvent::Info(t) => Some(t.clone()),
+                _ => None,
+            })
+    }
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder::new()
+    }
+}
+
+impl sysward_broker::operator::Operator for Recorder {
+    fn session_started(&self, _: &str, _: &str) {}
+    fn event(&self, e: &sysward_ipc::agent::AgentEvent) {
+        self.events.lock().unwrap().push(e.clone());
+    }
+    fn next_input(&self) -> Option<String> {
+        None
+    }
+    fn approve(
+        &self,
+        _: &sysward_ipc::operator::ApprovalPrompt,
+    ) -> Option<(sysward_ipc::operator::ApprovalDecision, String)> {
+        None
+    }
+    fn finished(&self, _: &sysward_ipc::operator::SessionSummary) {}
+    fn cancel_token(&self) -> &sysward_broker::cancel::CancelToken {
+        &self.cancel
+    }
+}

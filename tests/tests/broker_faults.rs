@@ -8,37 +8,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use sysward_broker::cancel::CancelToken;
-use sysward_broker::operator::Operator;
+use std::sync::Arc;
 use sysward_broker::project::Layout;
 use sysward_broker::session::{run_session, SessionRequest};
-use sysward_ipc::agent::{AgentEvent, SessionMode};
-use sysward_ipc::operator::{ApprovalDecision, ApprovalPrompt, SessionSummary};
+use sysward_ipc::agent::SessionMode;
 use sysward_tests::*;
-
-/// An operator that records what it is told and never answers approvals.
-struct Recorder {
-    cancel: CancelToken,
-    events: Mutex<Vec<AgentEvent>>,
-}
-
-impl Operator for Recorder {
-    fn session_started(&self, _: &str, _: &str) {}
-    fn event(&self, e: &AgentEvent) {
-        self.events.lock().unwrap().push(e.clone());
-    }
-    fn next_input(&self) -> Option<String> {
-        None
-    }
-    fn approve(&self, _: &ApprovalPrompt) -> Option<(ApprovalDecision, String)> {
-        None
-    }
-    fn finished(&self, _: &SessionSummary) {}
-    fn cancel_token(&self) -> &CancelToken {
-        &self.cancel
-    }
-}
 
 fn evil_binary(mode: &str) -> PathBuf {
     let src = bin_dir().join("sysward-test-evil-agent");
@@ -71,10 +45,7 @@ fn hostile_frames_end_only_their_session() {
     let mut ctx =
         sysward_broker::context::broker_context_with_binaries(layout, &bin_dir()).unwrap();
     let real_agent = ctx.agent_path.clone();
-    let op = Arc::new(Recorder {
-        cancel: CancelToken::new().unwrap(),
-        events: Mutex::new(Vec::new()),
-    });
+    let op = Arc::new(Recorder::new());
     let cases = [
         ("oversized", "exceeds"),
         ("huge", "truncated"),
