@@ -283,11 +283,13 @@ pub static TOOLS: &[ToolMeta] = &[
     },
     ToolMeta {
         name: "ask_secret",
-        desc: "Ask the operator for a secret without echo; returns {{secret:name}} to use in later calls.",
+        desc: "Ask the operator (CLI only) for a secret for one program: delivery arg, stdin, env:VAR or file:/path. Then use {{secret:name}} exactly as that argument/value.",
         effect: Effect::Secret,
         params: &[
             p("name", Ty::Str, true, ""),
-            p("prompt", Ty::Str, false, ""),
+            p("program", Ty::Str, false, ""),
+            p("delivery", Ty::Str, true, ""),
+            p("reason", Ty::Str, false, ""),
         ],
     },
 ];

@@ -24,6 +24,16 @@ pub trait Operator: Send + Sync {
     /// The broker's decision on the agent's call `call_id` (before it runs or
     /// is refused), so a terminal can show the action in its risk colour.
     fn decided(&self, _call_id: &str, _category: &str, _risk: &str, _verdict: &str) {}
+    /// Asks the person at the terminal for a secret, without echo, for the
+    /// given scope. `Err` says why nobody can answer here.
+    fn ask_secret(
+        &self,
+        _name: &str,
+        _scope: &crate::secrets::Scope,
+        _reason: &str,
+    ) -> Result<Option<String>, String> {
+        Err("no operator terminal can answer a secret prompt in this session".to_string())
+    }
 }
 
 /// Renders an event for a human, sanitized. `None` for events not shown.
@@ -217,6 +227,19 @@ impl Operator for LocalOperator {
 
     fn finished(&self, summary: &SessionSummary) {
         self.console().screen.finished(summary);
+    }
+
+    fn ask_secret(
+        &self,
+        name: &str,
+        scope: &crate::secrets::Scope,
+        reason: &str,
+    ) -> Result<Option<String>, String> {
+        if !self.interactive {
+            return Err("nobody is at this session's terminal".to_string());
+        }
+        self.console().screen.idle();
+        crate::secrets::ask_secret_on_terminal(name, scope, reason).map_err(|e| e.to_string())
     }
 
     fn cancel_token(&self) -> &CancelToken {
