@@ -901,26 +901,27 @@ fn case_protected(t: &mut T) {
         ("back to host netns", "nsenter -t 1 -n true".into()),
     ];
     // Positive control: the admin profile does run, and can write the host.
+    // The directory is made for the test: an ancestor of sysward's binaries
+    // (e.g. /tmp when the checkout is /tmp/x) stays list-only under Landlock,
+    // because a write grant there would reach the protected binaries too.
+    let control_dir =
+        std::env::temp_dir().join(format!("sysward-admin-control-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&control_dir);
+    let control = control_dir.join("file");
+    let script = format!("echo ok > {0} && cat {0}", control.display());
     let r = spawn(
-        &command(
-            &[
-                "/bin/sh",
-                "-c",
-                "echo ok > /tmp/sysward-admin-control && cat /tmp/sysward-admin-control",
-            ],
-            admin.clone(),
-        ),
+        &command(&["/bin/sh", "-c", &script], admin.clone()),
         &Opts::default(),
     );
     t.check(
         r.report.is_none() && r.out() == "ok\n",
         format!(
-            "admin profile runs and writes /tmp: {:?} {:?}",
+            "admin profile runs and writes the host: {:?} {:?}",
             r.report,
             r.err()
         ),
     );
-    let _ = std::fs::remove_file("/tmp/sysward-admin-control");
+    let _ = std::fs::remove_dir_all(&control_dir);
     for (name, script) in attacks {
         let r = spawn(
             &command(&["/bin/sh", "-c", &script], admin.clone()),
