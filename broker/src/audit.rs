@@ -95,6 +95,21 @@ fn hash_hex(bytes: &[u8]) -> String {
 /// parser re-serializes numbers or strings.
 const HASH_SUFFIX_LEN: usize = ",\"hash\":\"\"}".len() + 64;
 
+/// Sends the head anchor to the system log (journald reads /dev/log too), so a
+/// truncated or rewritten tail can be told from the log's own copy. Best effort:
+/// a host without syslog still has the anchor file.
+fn mirror_to_syslog(message: &str) {
+    let Ok(msg) = std::ffi::CString::new(message.replace('\0', "")) else {
+        return;
+    };
+    // SAFETY: openlog keeps the ident pointer, so it is a static C string;
+    // syslog gets a constant "%s" format and a valid NUL-terminated argument.
+    unsafe {
+        libc::openlog(c"sysward".as_ptr(), libc::LOG_PID, libc::LOG_AUTHPRIV);
+        libc::syslog(libc::LOG_INFO, c"%s".as_ptr(), msg.as_ptr());
+    }
+}
+
 /// Splits a line (without its newline) into the hashed bytes and the hash.
 fn split_hashed(line: &[u8]) -> Option<(Vec<u8>, &str)> {
     if line.len() < HASH_SUFFIX_LEN + 2 {
@@ -322,6 +337,12 @@ impl Audit {
         }
         let text = format!("{} {}\n", state.seq, state.last_hash);
         crate::project::write_atomic(&self.head_path, text.as_bytes())?;
+        mirror_to_syslog(&format!(
+            "audit head {}: seq {} sha256 {}",
+            self.path.display(),
+            state.seq,
+            state.last_hash
+        ));
         Ok((state.seq, state.last_hash.clone()))
     }
 }

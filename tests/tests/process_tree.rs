@@ -293,3 +293,82 @@ fn transient_failures_are_retried_and_permission_failures_explained() {
         "no explanation: {second}"
     );
 }
+
+/// The audit head anchor is mirrored to the system log at every session end.
+/// Plays syslogd on /dev/log when the host has none (skips if one runs).
+#[test]
+fn the_audit_head_is_mirrored_to_syslog() {
+    if !require_root("the_audit_head_is_mirrored_to_syslog") {
+        return;
+    }
+    if std::path::Path::new("/dev/log").exists() {
+        eprintln!("*** SKIPPED the_audit_head_is_mirrored_to_syslog: a syslog daemon owns /dev/log; check its log for `sysward`");
+        return;
+    }
+    ensure_accounts();
+    let log = std::os::unix::net::UnixDatagram::bind("/dev/log").unwrap();
+    log.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let server = scenario(r#"{"steps":[{"content":"ok\nTASK_STATUS: DONE"}]}"#);
+    let p = TestProject::new("syslog");
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=guarded")
+        .write("01-t.md", "# T\nok\n");
+    let out = run_sysward(
+        &["run", "--root", p.dir.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    let mut buf = vec![0u8; 4096];
+    let mut got = String::new();
+    while let Ok(n) = log.recv(&mut buf) {
+        got = String::from_utf8_lossy(&buf[..n]).into_owned();
+        // Other tests' sessions may log too: wait for this project's line.
+        if got.contains("audit head") && got.contains(p.dir.to_str().unwrap()) {
+            break;
+        }
+    }
+    let _ = std::fs::remove_file("/dev/log");
+    assert!(out.status.success(), "{}", describe(&out));
+    let head = std::fs::read_to_string(p.path(".agent/audit.head")).unwrap();
+    let hash = head.split_whitespace().nth(1).unwrap();
+    assert!(
+        got.contains("sysward") && got.contains(hash),
+        "syslog got {got:?}, head {head:?}"
+    );
+}
+
+/// Escape sequences, bidi overrides and zero-width characters in a model's
+/// answer reach the operator's terminal stripped (the bytes written).
+#[test]
+fn model_text_reaches_the_terminal_sanitized() {
+    if !require_root("model_text_reaches_the_terminal_sanitized") {
+        return;
+    }
+    ensure_accounts();
+    let evil = "A\u{1b}[2J\u{1b}]0;pwned\u{7} B\u{202e}drowssap C\u{200b}D\u{feff}E\u{9b}31m F\nTASK_STATUS: DONE";
+    let server = scenario(&format!(
+        r#"{{"steps":[{{"content":{}}}]}}"#,
+        serde_json::to_string(evil).unwrap()
+    ));
+    let p = TestProject::new("sanitize");
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=guarded")
+        .write("01-t.md", "# T\nok\n");
+    let out = run_sysward(
+        &["run", "--root", p.dir.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let bytes = &out.stdout;
+    for bad in [
+        "\u{1b}", "\u{7}", "\u{202e}", "\u{200b}", "\u{feff}", "\u{9b}",
+    ] {
+        assert!(
+            !bytes.windows(bad.len()).any(|w| w == bad.as_bytes()),
+            "{bad:?} reached the terminal: {:?}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+    let text = String::from_utf8_lossy(bytes);
+    assert!(text.contains("A[2J]0;pwned B"), "{text}");
+    assert!(text.contains("CDE"), "{text}");
+}
