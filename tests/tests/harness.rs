@@ -1,0 +1,161 @@
+//! Issue 5 over the real process tree: text-protocol fallback, malformed tool
+//! calls, step budgets, and a multi-step task that meets a denial, resumes from
+//! contexto.mem after a restart, ends DONE, is skipped next time and runs again
+//! once edited. (Compaction is tested in the agent's own harness tests.)
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+use sysward_tests::*;
+
+fn shipped(name: &str) -> Handle {
+    let path = format!(
+        "{}/../scripted-model/scenarios/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    ScriptedServer::start(Scenario::from_file(&path).unwrap()).unwrap()
+}
+
+fn run_json(p: &TestProject, extra: &[&str]) -> (std::process::Output, serde_json::Value) {
+    let mut args = vec!["run", "--root", p.dir.to_str().unwrap(), "--json"];
+    args.extend_from_slice(extra);
+    let out = run_sysward(&args, Duration::from_secs(120));
+    let summary = json_lines(&out).pop().unwrap_or_default();
+    (out, summary)
+}
+
+fn executed(p: &TestProject) -> Vec<String> {
+    audit_records(p)
+        .into_iter()
+        .filter(|r| r["event"]["event"] == "tool" && r["event"]["status"].is_string())
+        .map(|r| r["event"]["request"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+const POLICY: &str = "EXECUTION_MODE=guarded\nALLOW_OUTSIDE_PROJECT_READ=true";
+
+#[test]
+fn text_protocol_fallback_when_the_server_rejects_tools() {
+    if !require_root("text_protocol_fallback") {
+        return;
+    }
+    ensure_accounts();
+    let server = shipped("text-protocol");
+    let p = TestProject::new("textproto");
+    p.init_conf(&server, "")
+        .agent_md(POLICY)
+        .write("01-t.md", "# T\nLook at the system.\n");
+    let (out, summary) = run_json(&p, &[]);
+    assert_eq!(summary["tasks"][0]["status"], "DONE", "{}", describe(&out));
+    let ran = executed(&p);
+    assert_eq!(ran.len(), 2, "{ran:?}");
+    assert_eq!(ran[0], "system_info");
+    assert!(ran[1].starts_with("uptime"), "{ran:?}");
+    assert!(server.expectation_failures().is_empty());
+}
+
+#[test]
+fn a_malformed_tool_call_is_returned_to_the_model_never_run() {
+    if !require_root("a_malformed_tool_call") {
+        return;
+    }
+    ensure_accounts();
+    let server = shipped("malformed-tool-call");
+    let p = TestProject::new("malformed");
+    p.init_conf(&server, "")
+        .agent_md(POLICY)
+        .write("01-t.md", "# T\nUptime.\n");
+    let (out, summary) = run_json(&p, &[]);
+    assert_eq!(summary["tasks"][0]["status"], "DONE", "{}", describe(&out));
+    assert_eq!(
+        executed(&p),
+        vec!["uptime -p".to_string()],
+        "only the corrected call runs"
+    );
+    let chats = server.chat_requests();
+    assert!(
+        chats[1].message_text().to_lowercase().contains("malformed")
+            || chats[1].message_text().contains("JSON")
+    );
+}
+
+#[test]
+fn an_exhausted_step_budget_is_incomplete_never_done() {
+    if !require_root("an_exhausted_step_budget") {
+        return;
+    }
+    ensure_accounts();
+    let server = shipped("budget-exhaustion");
+    let p = TestProject::new("budget");
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=guarded\nALLOW_OUTSIDE_PROJECT_READ=true\nMAX_STEPS=5")
+        .write("01-t.md", "# T\nProbe.\n");
+    let (out, summary) = run_json(&p, &[]);
+    assert_eq!(
+        summary["tasks"][0]["status"],
+        "INCOMPLETE",
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        server.chat_requests().len() <= 5,
+        "more model calls than MAX_STEPS"
+    );
+}
+
+#[test]
+fn a_task_meets_a_denial_resumes_after_restart_and_is_then_skipped() {
+    if !require_root("a_task_meets_a_denial_and_resumes") {
+        return;
+    }
+    ensure_accounts();
+    let server = scenario(
+        r#"{"flavor":"vllm","context_size":32768,"steps":[
+          {"tool_calls":[{"name":"exec","arguments":{"command":"seq","args":["41","43"]}}]},
+          {"tool_calls":[{"name":"exec","arguments":{"command":"rm","args":["-rf","/var/log/journal"]}}]},
+          {"error":{"status":400,"body":{"error":{"message":"scripted: bad request to stop the first run","type":"invalid_request_error"}}}},
+          {"expect":{"any_message_contains":["denied by policy"]},"content":"EXECUTED: seq.\nVERIFIED: from the previous session.\nTASK_STATUS: DONE"},
+          {"content":"Edited task done.\nTASK_STATUS: DONE"}
+        ]}"#,
+    );
+    let p = TestProject::new("resume");
+    p.init_conf(&server, "CONTEXT_SIZE=32768")
+        .agent_md(POLICY)
+        .write(
+            "01-disk.md",
+            "# Disk\nCheck the disks; free space if you can.\n",
+        );
+    // 1. a tool, a denial, then a model error ends the run (state saved)
+    let (first, s1) = run_json(&p, &[]);
+    assert_eq!(s1["tasks"][0]["status"], "ERROR", "{}", describe(&first));
+    let audit = audit_records(&p);
+    let denied = audit
+        .iter()
+        .any(|r| r["event"]["event"] == "tool" && r["event"]["decision"] == "deny");
+    assert!(denied, "the rm was not denied");
+    let ctx = std::fs::read_to_string(p.path("contexto.mem")).expect("contexto.mem saved");
+    assert!(
+        ctx.contains("denied by policy"),
+        "the session's messages were not saved"
+    );
+    // 2. a restart resumes from contexto.mem (the model sees the previous
+    //    session's messages) and ends DONE
+    let (second, s2) = run_json(&p, &[]);
+    assert_eq!(s2["tasks"][0]["status"], "DONE", "{}", describe(&second));
+    assert!(
+        server.expectation_failures().is_empty(),
+        "{:?}",
+        server.expectation_failures()
+    );
+    // 3. DONE and unchanged: skipped, no model call
+    let before = server.chat_requests().len();
+    let (third, s3) = run_json(&p, &[]);
+    assert_eq!(s3["tasks"][0]["status"], "SKIPPED", "{}", describe(&third));
+    assert_eq!(server.chat_requests().len(), before);
+    // 4. edited: runs again
+    p.write("01-disk.md", "# Disk\nCheck the disks again.\n");
+    let (fourth, s4) = run_json(&p, &[]);
+    assert_eq!(s4["tasks"][0]["status"], "DONE", "{}", describe(&fourth));
+    assert_eq!(server.chat_requests().len(), before + 1);
+}
