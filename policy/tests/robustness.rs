@@ -251,7 +251,11 @@ fn garbage_never_panics() {
         "exec 3<>/dev/tcp/1.2.3.4/80",
         "cat </dev/tcp/1.2.3.4/80",
         "echo >/dev/udp/1.1.1.1/53",
-                                // Found by cargo-fuzz: brush-parser loops forever on these.
+                                // Found by cargo-fuzz: brush-parser's word parser backtracks
+        // exponentially over unclosed substitutions (here in a heredoc).
+        "ca <<EOF\n*($( x[*($( x[______*($( x[*($( x[______m -'c\nm$@(i +[$(\nm$@(i` +[$i`aM____m m -'c\nm$@(i +[$(\nm$@OF\n*($( x[*($( x[_____(i` +[$i`a m -'mc\nm -c\nEOF\n",
+        "echo \"$(( $( $(( $( $(( $( $(( $( $(( $( $(( $( \"",
+        // Found by cargo-fuzz: brush-parser loops forever on these.
         "<<\r ", "<< \r ", "<<-\r ", "<<\u{c} ", "dhdparm<\rbah <<  <<\r\r pkI -d/4ev//m ",
         // Found by cargo-fuzz: exponential backtracking on nested `(`.
         "((({( {((kecpan(8kecpan({( {(rr(r (ndrr(r (ndgmni{( {(rr(r (ndrr {((kecpan(8kecpan({( {(rr(r (ndrr(r (ndgmni{(r (ndgmni",

@@ -85,6 +85,25 @@ pub fn openers(script: &str) -> usize {
 /// cargo-fuzz with inputs of 71 and 119 bytes).
 pub const MAX_PARENS: usize = 16;
 
+/// At most this many substitution openers (`$(`, `${`, `$[`, backquote) in
+/// one word or heredoc body handed to brush-parser's word parser, which
+/// backtracks exponentially over unclosed ones (`$(( $( ` six times: 3.7 s in
+/// release; found by cargo-fuzz in a heredoc). 8 keeps the worst known shape
+/// near 10 ms in release.
+pub const MAX_WORD_SUBSTITUTIONS: usize = 8;
+
+/// Counts substitution openers in a word, quotes ignored.
+pub fn substitutions(word: &str) -> usize {
+    let b = word.as_bytes();
+    let mut n = 0;
+    for i in 0..b.len() {
+        if b[i] == b'`' || (b[i] == b'$' && matches!(b.get(i + 1), Some(b'(' | b'{' | b'['))) {
+            n += 1;
+        }
+    }
+    n
+}
+
 /// Inputs known to make brush-parser 0.4.0 hang, or panic (an `unwrap` on a number
 /// that overflows): a file-descriptor number of 10 or more digits before `<`
 /// or `>`, or any run of 19 or more digits (tilde and brace indices). The

@@ -47,14 +47,34 @@ pub enum Nested {
     Opaque(String),
 }
 
+/// bash -lc runs without extglob, and so do we: `!(…)`, `@(…)` are syntax
+/// errors there, not patterns.
 pub fn options() -> ParserOptions {
-    ParserOptions::default()
+    ParserOptions {
+        enable_extended_globbing: false,
+        ..ParserOptions::default()
+    }
 }
 
 /// Parses one raw word. Substitutions are appended to `nested`.
+/// Whether the word parser may be given `text` (see limits).
+fn word_hazard(text: &str) -> Option<String> {
+    if let Some(why) = super::limits::known_parser_panic(text) {
+        return Some(why.to_string());
+    }
+    let n = super::limits::substitutions(text);
+    if n > super::limits::MAX_WORD_SUBSTITUTIONS {
+        return Some(format!(
+            "{n} substitutions in one word (at most {})",
+            super::limits::MAX_WORD_SUBSTITUTIONS
+        ));
+    }
+    None
+}
+
 pub fn arg_of(raw: &str, nested: &mut Vec<Nested>) -> Arg {
-    if let Some(why) = super::limits::known_parser_panic(raw) {
-        nested.push(Nested::Opaque(why.to_string()));
+    if let Some(why) = word_hazard(raw) {
+        nested.push(Nested::Opaque(why));
         return Arg {
             text: raw.to_string(),
             literal: false,
@@ -96,8 +116,8 @@ pub fn arg_of(raw: &str, nested: &mut Vec<Nested>) -> Arg {
 
 /// A heredoc body that undergoes expansion: its substitutions are code.
 pub fn heredoc_nested(body: &str, nested: &mut Vec<Nested>) -> bool {
-    if let Some(why) = super::limits::known_parser_panic(body) {
-        nested.push(Nested::Opaque(why.to_string()));
+    if let Some(why) = word_hazard(body) {
+        nested.push(Nested::Opaque(why));
         return false;
     }
     let opts = options();
@@ -270,6 +290,10 @@ fn param_nested(expr: &ParameterExpr, nested: &mut Vec<Nested>, depth: usize) {
         ParameterExpr::VariableNames { .. } | ParameterExpr::MemberKeys { .. } => Vec::new(),
     };
     for w in words {
+        if let Some(why) = word_hazard(w) {
+            nested.push(Nested::Opaque(why));
+            continue;
+        }
         if w.contains('$') || w.contains('`') {
             let opts = options();
             match std::panic::catch_unwind(|| brush_parser::word::parse(w, &opts)) {
