@@ -513,8 +513,11 @@ fn start(s: &mut Session) -> Result<(), Stop> {
         "session",
         &format!("session {} start ({mode})", s.setup.session_id),
     );
-    // The previous session's messages must fit in ~20 % of the context.
-    if let Some(n) = s.context_size {
+    // The previous session's messages must fit in ~20 % of the context. A
+    // tasks run with nothing to do (every task DONE and unchanged) makes no
+    // model call at all.
+    let idle = s.tasks_mode() && s.setup.tasks.is_empty();
+    if let (Some(n), false) = (s.context_size, idle) {
         let prev: usize = s
             .previous
             .iter()

@@ -1,7 +1,7 @@
 //! Issue 5 over the real process tree: text-protocol fallback, malformed tool
-//! calls, step budgets, and a multi-step task that meets a denial, resumes from
-//! contexto.mem after a restart, ends DONE, is skipped next time and runs again
-//! once edited. (Compaction is tested in the agent's own harness tests.)
+//! calls, step budgets, and a multi-step task that compacts (small
+//! CONTEXT_SIZE), meets a denial, resumes from contexto.mem after a restart,
+//! ends DONE, is skipped next time and runs again once edited.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -105,22 +105,24 @@ fn an_exhausted_step_budget_is_incomplete_never_done() {
 }
 
 #[test]
-fn a_task_meets_a_denial_resumes_after_restart_and_is_then_skipped() {
+fn a_task_compacts_meets_a_denial_resumes_after_restart_and_is_then_skipped() {
     if !require_root("a_task_meets_a_denial_and_resumes") {
         return;
     }
     ensure_accounts();
     let server = scenario(
-        r#"{"flavor":"vllm","context_size":32768,"steps":[
-          {"tool_calls":[{"name":"exec","arguments":{"command":"seq","args":["41","43"]}}]},
+        r#"{"flavor":"vllm","context_size":8192,"steps":[
+          {"usage":{"prompt_tokens":3500},"tool_calls":[{"name":"exec","arguments":{"command":"seq","args":["1","2500"]}}]},
+          {"expect":{"any_message_contains":["LESSONS_LEARNED"]},"usage":{"prompt_tokens":2000},"content":"OBJECTIVE: Check the disks (task 01-disk.md).\nCURRENT_STATE: seq ran. [scripted-summary-7f3a]\nCOMPLETED_TASKS: none\nPENDING_TASKS: 01-disk.md: report.\nIMPORTANT_FACTS: none\nSYSTEM_STATE: Debian.\nFILES_CHANGED: none\nCOMMANDS_OF_IMPORTANCE: seq\nERRORS: none\nDECISIONS: read-only\nCREDENTIAL_REFERENCES: none\nHOSTS: localhost\nSERVICES: none\nLESSONS_LEARNED: none"},
           {"tool_calls":[{"name":"exec","arguments":{"command":"rm","args":["-rf","/var/log/journal"]}}]},
           {"error":{"status":400,"body":{"error":{"message":"scripted: bad request to stop the first run","type":"invalid_request_error"}}}},
-          {"expect":{"any_message_contains":["denied by policy"]},"content":"EXECUTED: seq.\nVERIFIED: from the previous session.\nTASK_STATUS: DONE"},
-          {"content":"Edited task done.\nTASK_STATUS: DONE"}
+          {"expect":{"any_message_contains":["scripted-summary-7f3a"]},"content":"EXECUTED: seq.\nVERIFIED: from the previous session.\nTASK_STATUS: DONE"},
+          {"expect":{"any_message_contains":["LESSONS_LEARNED"]},"usage":{"prompt_tokens":2000},"content":"OBJECTIVE: Check the disks (task 01-disk.md).\nCURRENT_STATE: seq ran. [scripted-summary-7f3a]\nCOMPLETED_TASKS: none\nPENDING_TASKS: 01-disk.md: report.\nIMPORTANT_FACTS: none\nSYSTEM_STATE: Debian.\nFILES_CHANGED: none\nCOMMANDS_OF_IMPORTANCE: seq\nERRORS: none\nDECISIONS: read-only\nCREDENTIAL_REFERENCES: none\nHOSTS: localhost\nSERVICES: none\nLESSONS_LEARNED: none"},
+          {"repeat":3,"content":"Edited task done.\nTASK_STATUS: DONE"}
         ]}"#,
     );
     let p = TestProject::new("resume");
-    p.init_conf(&server, "CONTEXT_SIZE=32768")
+    p.init_conf(&server, "CONTEXT_SIZE=8192")
         .agent_md(POLICY)
         .write(
             "01-disk.md",
@@ -153,9 +155,13 @@ fn a_task_meets_a_denial_resumes_after_restart_and_is_then_skipped() {
     let (third, s3) = run_json(&p, &[]);
     assert_eq!(s3["tasks"][0]["status"], "SKIPPED", "{}", describe(&third));
     assert_eq!(server.chat_requests().len(), before);
-    // 4. edited: runs again
+    // 4. edited: runs again (the previous session's long output is compacted
+    //    first: it no longer fits in 20 % of the small context)
     p.write("01-disk.md", "# Disk\nCheck the disks again.\n");
     let (fourth, s4) = run_json(&p, &[]);
     assert_eq!(s4["tasks"][0]["status"], "DONE", "{}", describe(&fourth));
-    assert_eq!(server.chat_requests().len(), before + 1);
+    assert!(
+        server.chat_requests().len() > before,
+        "the edited task made no model call"
+    );
 }
