@@ -255,6 +255,8 @@ fn garbage_never_panics() {
         // exponentially over unclosed substitutions (here in a heredoc).
         "ca <<EOF\n*($( x[*($( x[______*($( x[*($( x[______m -'c\nm$@(i +[$(\nm$@(i` +[$i`aM____m m -'c\nm$@(i +[$(\nm$@OF\n*($( x[*($( x[_____(i` +[$i`a m -'mc\nm -c\nEOF\n",
         "echo \"$(( $( $(( $( $(( $( $(( $( $(( $( $(( $( \"",
+        "scree <<EOF\n$(rm -rystOF<Ef\n$[ste(((((((((((((((((((((((((((((((((((((((((((((((mctmctl re\"tscct <<EOF\n$(rm -rys\nEOF tf<EOF\n$[stemctmctl re\"t\nEOF\n",
+        "echo $[((((((((((((((((((((((((((((((((((((((((1",
         // Found by cargo-fuzz: brush-parser loops forever on these.
         "<<\r ", "<< \r ", "<<-\r ", "<<\u{c} ", "dhdparm<\rbah <<  <<\r\r pkI -d/4ev//m ",
         // Found by cargo-fuzz: exponential backtracking on nested `(`.

@@ -62,6 +62,15 @@ fn word_hazard(text: &str) -> Option<String> {
     if let Some(why) = super::limits::known_parser_panic(text) {
         return Some(why.to_string());
     }
+    if text.contains(['$', '`']) {
+        let parens = text.bytes().filter(|b| *b == b'(').count();
+        if parens > super::limits::MAX_PARENS {
+            return Some(format!(
+                "{parens} parentheses in one word with substitutions (at most {})",
+                super::limits::MAX_PARENS
+            ));
+        }
+    }
     let n = super::limits::substitutions(text);
     if n > super::limits::MAX_WORD_SUBSTITUTIONS {
         return Some(format!(
