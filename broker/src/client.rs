@@ -112,6 +112,22 @@ pub fn run(socket_path: &Path, mode: SessionMode, dry_run: bool, json: bool) -> 
                     note,
                 })?;
             }
+            OperatorAnswer::SecretNeeded { name, prompt } => {
+                screen.idle();
+                eprint!("{}", sanitize::for_terminal(&prompt, 4000));
+                // Never echoed, never in the history; an empty line declines.
+                let value = match crate::secrets::read_secret_no_echo("value: ") {
+                    Ok(v) => Some(v),
+                    Err(e) => {
+                        eprintln!(
+                            "sysward: no value for {}: {e}",
+                            sanitize::one_line(&name, 64)
+                        );
+                        None
+                    }
+                };
+                writer.send(&OperatorRequest::Secret { value })?;
+            }
             OperatorAnswer::Finished(summary) => {
                 screen.finished(&summary);
                 return Ok(summary.exit_code);

@@ -243,6 +243,34 @@ impl Operator for RemoteOperator {
         self.send(&OperatorAnswer::Finished(summary.clone()));
     }
 
+    fn ask_secret(
+        &self,
+        name: &str,
+        scope: &crate::secrets::Scope,
+        reason: &str,
+    ) -> Result<Option<String>, String> {
+        if !self.interactive {
+            return Err("nobody is at the client's terminal".to_string());
+        }
+        self.send(&OperatorAnswer::SecretNeeded {
+            name: name.to_string(),
+            prompt: crate::secrets::render_ask_prompt(name, scope, reason),
+        });
+        let inputs = self
+            .inputs
+            .lock()
+            .map_err(|_| "operator input lost".to_string())?;
+        loop {
+            match inputs.recv() {
+                Ok(OperatorRequest::Secret { value }) => return Ok(value.filter(|v| !v.is_empty())),
+                Ok(OperatorRequest::Detach) | Err(_) => {
+                    return Err("the operator went away".to_string())
+                }
+                Ok(_) => continue,
+            }
+        }
+    }
+
     fn cancel_token(&self) -> &CancelToken {
         &self.cancel
     }
@@ -294,7 +322,11 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
         .spawn(move || loop {
             match rx.recv::<OperatorRequest>() {
                 Ok(OperatorRequest::Cancel) => reader_cancel.cancel(),
-                Ok(req @ (OperatorRequest::Input(_) | OperatorRequest::Approval { .. })) => {
+                Ok(
+                    req @ (OperatorRequest::Input(_)
+                    | OperatorRequest::Approval { .. }
+                    | OperatorRequest::Secret { .. }),
+                ) => {
                     if in_tx.send(req).is_err() {
                         return;
                     }

@@ -771,7 +771,7 @@ impl<'a> Session<'a> {
             }
             Err(why) => {
                 let _ = self.audit(record("unavailable"));
-                fail(format!("ask_secret is not available: {why}. Run `sysward cli --root DIR` on the host's terminal, or ask an administrator to add the secret to the secrets directory"))
+                fail(format!("ask_secret is not available: {why}. Ask the operator to use `sysward cli` at a terminal, or an administrator to add the secret to the secrets directory with a scope"))
             }
         }
     }

@@ -72,6 +72,11 @@ pub enum OperatorRequest {
     },
     /// End of the operator's input: close the session cleanly.
     Detach,
+    /// The answer to `SecretNeeded`: the value typed without echo, or None
+    /// when the operator declined.
+    Secret {
+        value: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,6 +95,12 @@ pub enum OperatorAnswer {
     InputWanted,
     ApprovalNeeded(ApprovalPrompt),
     Finished(SessionSummary),
+    /// The model asked for a secret (`ask_secret`): show `prompt` (name, scope,
+    /// reason; sanitized) and read the value without echo.
+    SecretNeeded {
+        name: String,
+        prompt: String,
+    },
     /// The request was refused or the session failed; the text says what to do.
     Error {
         message: String,
@@ -100,9 +111,9 @@ pub const OPERATOR_REQUEST_MAX: usize = 64 << 10;
 pub const OPERATOR_ANSWER_MAX: usize = 2 << 20;
 
 impl_message!(OperatorRequest, "operator request", OPERATOR_REQUEST_MAX, {
-    Hello = 1, Run = 2, Cli = 3, Input = 4, Cancel = 5, Approval = 6, Detach = 7,
+    Hello = 1, Run = 2, Cli = 3, Input = 4, Cancel = 5, Approval = 6, Detach = 7, Secret = 8,
 });
 impl_message!(OperatorAnswer, "operator answer", OPERATOR_ANSWER_MAX, {
     Welcome = 1, SessionStarted = 2, Event = 3, InputWanted = 4, ApprovalNeeded = 5,
-    Finished = 6, Error = 7,
+    Finished = 6, Error = 7, SecretNeeded = 8,
 });

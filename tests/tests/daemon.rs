@@ -280,3 +280,55 @@ fn the_daemon_survives_a_killed_agent_or_gateway() {
         );
     }
 }
+
+#[test]
+fn ask_secret_through_the_daemon_client_never_reaches_the_model() {
+    if !require_root("ask_secret_through_the_daemon_client") {
+        return;
+    }
+    ensure_accounts();
+    let typed = "Daemon-Typed-5d7a11";
+    let server = scenario(&format!(
+        r#"{{"never_contains":["{typed}"],"steps":[
+          {{"tool_calls":[{{"name":"ask_secret","arguments":{{"name":"db","program":"printf","delivery":"arg","reason":"to show it"}}}}]}},
+          {{"expect":{{"role_of_last":"tool"}},"tool_calls":[{{"name":"exec","arguments":{{"command":"printf","args":["got=%s\n","{{{{secret:db}}}}"]}}}}]}},
+          {{"content":"Used it."}}
+        ]}}"#
+    ));
+    let p = TestProject::new("daemon-ask-secret");
+    p.init_conf(&server, "").agent_md(
+        "EXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive\nALLOW_OUTSIDE_PROJECT_READ=true",
+    );
+    let d = Daemon::start(&p, "asksecret");
+    let mut child = Command::new(sysward())
+        .args(["cli", "--socket", d.socket.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"use the db password\n").unwrap();
+        server.wait_for_requests(1, Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(500));
+        stdin.write_all(format!("{typed}\n").as_bytes()).unwrap();
+        server.wait_for_requests(3, Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let out = wait_output(child, Duration::from_secs(60));
+    assert!(
+        server.expectation_failures().is_empty(),
+        "the secret reached the model: {}",
+        describe(&out)
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(typed));
+    let audit = std::fs::read_to_string(p.path("audit.log")).unwrap();
+    assert!(!audit.contains(typed), "secret in the audit log");
+    assert!(audit.contains("\"stored\""), "{}", describe(&out));
+    assert!(server
+        .chat_requests()
+        .iter()
+        .any(|r| r.contains("got={{secret:db}}")));
+}
