@@ -820,18 +820,37 @@ fn decide_cmd(layout: &Layout, audit: &Audit, id: &str, deny_note: Option<&str>)
             return Ok(1);
         }
     };
+    match decide_as(layout, audit, id, deny_note, &who)? {
+        Ok(message) => {
+            println!("{message}");
+            Ok(0)
+        }
+        Err(message) => {
+            eprintln!("sysward: {message}");
+            Ok(1)
+        }
+    }
+}
+
+/// Decides approval `id` on behalf of `who` (already checked: root at the
+/// terminal, or an operator connection that passed the daemon's peer checks),
+/// records it in the audit log, and returns the message for the person.
+pub fn decide_as(
+    layout: &Layout,
+    audit: &Audit,
+    id: &str,
+    deny_note: Option<&str>,
+    who: &str,
+) -> Result<std::result::Result<String, String>> {
     let store = Approvals::open(layout)?;
     let result = match deny_note {
-        None => store.approve(id, &who),
-        Some(note) => store.deny(id, &who, note),
+        None => store.approve(id, who),
+        Some(note) => store.deny(id, who, note),
     };
     let a = match result {
         Ok(a) => a,
         Err(ApprovalError::Other(e)) => return Err(e),
-        Err(e) => {
-            eprintln!("sysward: {e}");
-            return Ok(1);
-        }
+        Err(e) => return Ok(Err(e.to_string())),
     };
     audit.record(serde_json::json!({
         "event": "approval_decided",
@@ -848,16 +867,19 @@ fn decide_cmd(layout: &Layout, audit: &Audit, id: &str, deny_note: Option<&str>)
         "expires": rfc3339(a.expires),
     }))?;
     let _ = audit.anchor();
-    match a.status {
-        Status::Approved => println!(
+    Ok(Ok(match a.status {
+        Status::Approved => format!(
             "approved {}: the next run that makes this exact request proceeds once (until {}):\n  {}",
             a.id,
             rfc3339(a.expires),
             crate::sanitize::one_line(&a.request.command, 2000)
         ),
-        _ => println!("denied {}: the next identical request is refused{}", a.id, if a.note.is_some() { " with your note" } else { "" }),
-    }
-    Ok(0)
+        _ => format!(
+            "denied {}: the next identical request is refused{}",
+            a.id,
+            if a.note.is_some() { " with your note" } else { "" }
+        ),
+    }))
 }
 
 #[cfg(test)]

@@ -137,6 +137,7 @@ pub fn run(socket_path: &Path, mode: SessionMode, dry_run: bool, json: bool) -> 
                 bail!("{}", sanitize::for_terminal(&message, 4000));
             }
             OperatorAnswer::Welcome { .. } => bail!("the daemon sent a second welcome"),
+            OperatorAnswer::Done { .. } => bail!("the daemon answered out of turn"),
         }
     }
 }
@@ -163,5 +164,41 @@ fn connect_problem(path: &Path, errno: nix::errno::Errno) -> String {
         other => format!(
             "cannot connect to the sysward daemon at {p}: {other}. Is `sysward broker` running (systemctl status sysward)?"
         ),
+    }
+}
+
+/// One request that is not a session (`Decide`, `ListApprovals`) through the
+/// daemon, for operators in the `sysward` group: the daemon checks the peer and
+/// records the decision. Returns whether it succeeded and the text to show.
+pub fn request_once(socket_path: &Path, request: OperatorRequest) -> Result<(bool, String)> {
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &UnixAddr::new(socket_path)?).with_context(|| {
+        format!(
+            "cannot reach the sysward daemon at {}: is it running, and are you root or in the sysward group?",
+            socket_path.display()
+        )
+    })?;
+    let mut chan = Channel::new(fd);
+    chan.send(&OperatorRequest::Hello {
+        build: BUILD_VERSION.to_string(),
+    })?;
+    match chan.recv::<OperatorAnswer>()? {
+        OperatorAnswer::Welcome { .. } => {}
+        OperatorAnswer::Error { message } => bail!(
+            "the daemon refused this connection: {}",
+            sanitize::one_line(&message, 500)
+        ),
+        _ => bail!("the daemon answered out of turn: reinstall so client and daemon match"),
+    }
+    chan.send(&request)?;
+    match chan.recv::<OperatorAnswer>()? {
+        OperatorAnswer::Done { ok, text } => Ok((ok, text)),
+        OperatorAnswer::Error { message } => Ok((false, message)),
+        _ => bail!("the daemon answered out of turn"),
     }
 }

@@ -306,6 +306,41 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
     let (mode, opts) = match rx.recv::<OperatorRequest>() {
         Ok(OperatorRequest::Run(o)) => (SessionMode::Tasks { rerun: o.rerun }, o),
         Ok(OperatorRequest::Cli(o)) => (SessionMode::Cli, o),
+        Ok(OperatorRequest::Decide { id, deny_note }) => {
+            // Only here, on a connection that passed the peer checks, can a
+            // person who is not root answer a pending approval.
+            let by = format!("{who} via the control socket");
+            let answer = match crate::approvals::decide_as(
+                &ctx.layout,
+                &ctx.audit,
+                &id,
+                deny_note.as_deref(),
+                &by,
+            ) {
+                Ok(Ok(text)) => OperatorAnswer::Done { ok: true, text },
+                Ok(Err(text)) => OperatorAnswer::Done { ok: false, text },
+                Err(e) => OperatorAnswer::Done {
+                    ok: false,
+                    text: format!("{e:#}"),
+                },
+            };
+            tx.send(&answer)?;
+            return Ok(());
+        }
+        Ok(OperatorRequest::ListApprovals) => {
+            let answer = match crate::approvals::list_json(&ctx.layout) {
+                Ok(v) => OperatorAnswer::Done {
+                    ok: true,
+                    text: v.to_string(),
+                },
+                Err(e) => OperatorAnswer::Done {
+                    ok: false,
+                    text: format!("{e:#}"),
+                },
+            };
+            tx.send(&answer)?;
+            return Ok(());
+        }
         Ok(_) => {
             tx.send(&OperatorAnswer::Error {
                 message: "expected run or cli".to_string(),

@@ -5,7 +5,8 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::sync::Arc;
 use sysward_broker::{
-    audit, client, context, control, decide, doctor, operator, project, session, signals, spawn,
+    audit, client, context, control, decide, doctor, operator, project, sanitize, session, signals,
+    spawn,
 };
 use sysward_ipc::agent::SessionMode;
 
@@ -88,6 +89,9 @@ enum Command {
     },
     /// Pending approvals of unattended runs.
     Approvals {
+        /// Control socket of the daemon (used when not root and without --root).
+        #[arg(long, default_value = control::SOCKET_PATH)]
+        socket: PathBuf,
         /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
         #[arg(long)]
         root: Option<PathBuf>,
@@ -97,6 +101,9 @@ enum Command {
     },
     /// Approve a pending request: the next run making it proceeds once.
     Approve {
+        /// Control socket of the daemon (used when not root and without --root).
+        #[arg(long, default_value = control::SOCKET_PATH)]
+        socket: PathBuf,
         /// The approval id (from `sysward approvals`).
         id: String,
         /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
@@ -105,6 +112,9 @@ enum Command {
     },
     /// Deny a pending request, with a note the model will see.
     Deny {
+        /// Control socket of the daemon (used when not root and without --root).
+        #[arg(long, default_value = control::SOCKET_PATH)]
+        socket: PathBuf,
         /// The approval id (from `sysward approvals`).
         id: String,
         /// A note for the model, saying why.
@@ -393,18 +403,58 @@ fn real_main() -> Result<i32> {
             require_root("sysward secrets")?;
             sysward_broker::secrets::cmd_list(&layout_for(&root)?, json)
         }
-        Command::Approvals { root, json } => {
-            require_root("sysward approvals")?;
+        // Without --root and without root, approvals go through the daemon,
+        // which checks the peer (root or the sysward group) and records it.
+        Command::Approvals {
+            root: None,
+            json,
+            socket,
+        } if !nix::unistd::geteuid().is_root() => {
+            let (ok, text) = client::request_once(
+                &socket,
+                sysward_ipc::operator::OperatorRequest::ListApprovals,
+            )?;
+            if json || !ok {
+                println!("{}", sanitize::for_terminal(&text, 1 << 20));
+            } else {
+                let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+                for a in v["approvals"].as_array().into_iter().flatten() {
+                    println!(
+                        "{} {} [{}] {}",
+                        sanitize::one_line(a["id"].as_str().unwrap_or(""), 20),
+                        sanitize::one_line(a["status"].as_str().unwrap_or(""), 20),
+                        sanitize::one_line(a["request"]["risk"].as_str().unwrap_or(""), 20),
+                        sanitize::one_line(a["request"]["command"].as_str().unwrap_or(""), 300)
+                    );
+                }
+            }
+            Ok(if ok { 0 } else { 1 })
+        }
+        Command::Approvals { root, json, .. } => {
+            require_root("sysward approvals --root")?;
             sysward_broker::approvals::cmd_list(&layout_for(&root)?, json)
         }
-        Command::Approve { id, root } => {
-            require_root("sysward approve")?;
+        Command::Approve {
+            id,
+            root: None,
+            socket,
+        } if !nix::unistd::geteuid().is_root() => decide_through_daemon(&socket, id, None),
+        Command::Deny {
+            id,
+            note,
+            root: None,
+            socket,
+        } if !nix::unistd::geteuid().is_root() => {
+            decide_through_daemon(&socket, id, Some(note.unwrap_or_default()))
+        }
+        Command::Approve { id, root, .. } => {
+            require_root("sysward approve --root")?;
             let layout = layout_for(&root)?;
             let audit = audit::Audit::open(&layout.audit_log(), &layout.audit_head())?;
             sysward_broker::approvals::cmd_approve(&layout, &audit, &id)
         }
-        Command::Deny { id, note, root } => {
-            require_root("sysward deny")?;
+        Command::Deny { id, note, root, .. } => {
+            require_root("sysward deny --root")?;
             let layout = layout_for(&root)?;
             let audit = audit::Audit::open(&layout.audit_log(), &layout.audit_head())?;
             sysward_broker::approvals::cmd_deny(&layout, &audit, &id, note.as_deref())
@@ -463,6 +513,24 @@ fn generate(what: GenerateCommand) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+fn decide_through_daemon(
+    socket: &std::path::Path,
+    id: String,
+    deny_note: Option<String>,
+) -> Result<i32> {
+    let (ok, text) = client::request_once(
+        socket,
+        sysward_ipc::operator::OperatorRequest::Decide { id, deny_note },
+    )?;
+    if ok {
+        println!("{}", sanitize::for_terminal(&text, 8000));
+        Ok(0)
+    } else {
+        eprintln!("sysward: {}", sanitize::for_terminal(&text, 8000));
+        Ok(1)
+    }
 }
 
 fn audit_verify(layout: &project::Layout, acknowledge: bool) -> Result<i32> {

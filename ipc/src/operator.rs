@@ -77,6 +77,13 @@ pub enum OperatorRequest {
     Secret {
         value: Option<String>,
     },
+    /// Instead of a session: decide a pending approval (`deny_note` Some = deny).
+    Decide {
+        id: String,
+        deny_note: Option<String>,
+    },
+    /// Instead of a session: list the approvals (JSON).
+    ListApprovals,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,6 +108,12 @@ pub enum OperatorAnswer {
         name: String,
         prompt: String,
     },
+    /// The outcome of `Decide` / `ListApprovals`: text for the person (JSON
+    /// for the list) and whether it succeeded.
+    Done {
+        ok: bool,
+        text: String,
+    },
     /// The request was refused or the session failed; the text says what to do.
     Error {
         message: String,
@@ -112,8 +125,9 @@ pub const OPERATOR_ANSWER_MAX: usize = 2 << 20;
 
 impl_message!(OperatorRequest, "operator request", OPERATOR_REQUEST_MAX, {
     Hello = 1, Run = 2, Cli = 3, Input = 4, Cancel = 5, Approval = 6, Detach = 7, Secret = 8,
+    Decide = 9, ListApprovals = 10,
 });
 impl_message!(OperatorAnswer, "operator answer", OPERATOR_ANSWER_MAX, {
     Welcome = 1, SessionStarted = 2, Event = 3, InputWanted = 4, ApprovalNeeded = 5,
-    Finished = 6, Error = 7, SecretNeeded = 8,
+    Finished = 6, Error = 7, SecretNeeded = 8, Done = 9,
 });

@@ -332,3 +332,74 @@ fn ask_secret_through_the_daemon_client_never_reaches_the_model() {
         .iter()
         .any(|r| r.contains("got={{secret:db}}")));
 }
+
+#[test]
+fn a_group_member_approves_through_the_daemon() {
+    if !require_root("a_group_member_approves_through_the_daemon") {
+        return;
+    }
+    ensure_accounts();
+    add_user("sysward-test-op", &["sysward"]);
+    let p = TestProject::new("daemon-approve");
+    // Outside the project, so that strict mode asks.
+    let marker = std::path::PathBuf::from(format!(
+        "/var/tmp/sysward-daemon-approve-{}",
+        std::process::id()
+    ));
+    std::fs::write(&marker, "x").unwrap();
+    let call = format!(
+        r#"{{"tool_calls":[{{"name":"exec","arguments":{{"command":"truncate","args":["-s","0","{}"]}}}}]}}"#,
+        marker.display()
+    );
+    let done = r#"{"content":"done\nTASK_STATUS: DONE"}"#;
+    let server = scenario(&format!(r#"{{"steps":[{call},{done},{call},{done}]}}"#));
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=privileged\nAPPROVAL_MODE=strict\nALLOW_OUTSIDE_PROJECT_READ=true\nALLOW_OUTSIDE_PROJECT_WRITE=true")
+        .write("01-t.md", "# T\nEmpty the file.\n");
+    let d = Daemon::start(&p, "approve");
+    let socket = d.socket.to_str().unwrap().to_string();
+    // unattended client: the ask becomes a pending approval
+    let first = wait_output(d.client(&[]).spawn().unwrap(), Duration::from_secs(60));
+    assert_eq!(first.status.code(), Some(2), "{}", describe(&first));
+    assert_eq!(
+        std::fs::metadata(&marker).unwrap().len(),
+        1,
+        "ran without approval"
+    );
+    let mut list = Command::new(sysward());
+    list.args(["approvals", "--socket", &socket, "--json"]);
+    let listed = wait_output(
+        as_user("sysward-test-op", list).spawn().unwrap(),
+        Duration::from_secs(20),
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&listed.stdout).unwrap_or_else(|_| panic!("{}", describe(&listed)));
+    let id = v["approvals"][0]["id"].as_str().unwrap().to_string();
+    let mut approve = Command::new(sysward());
+    approve.args(["approve", &id, "--socket", &socket]);
+    let ok = wait_output(
+        as_user("sysward-test-op", approve).spawn().unwrap(),
+        Duration::from_secs(20),
+    );
+    assert!(ok.status.success(), "{}", describe(&ok));
+    let second = wait_output(d.client(&[]).spawn().unwrap(), Duration::from_secs(60));
+    assert_eq!(second.status.code(), Some(0), "{}", describe(&second));
+    assert_eq!(
+        std::fs::metadata(&marker).unwrap().len(),
+        0,
+        "the approved action did not run"
+    );
+    let audit = audit_records(&p);
+    let decided = audit
+        .iter()
+        .find(|r| r["event"]["event"] == "approval_decided")
+        .expect("decision audited");
+    assert!(
+        decided["event"]["by"]
+            .as_str()
+            .unwrap()
+            .contains("via the control socket"),
+        "{decided}"
+    );
+    let _ = std::fs::remove_file(&marker);
+}
