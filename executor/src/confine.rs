@@ -158,6 +158,10 @@ pub fn build(
     // non-dumpable broker's and gateway's /proc/<pid>/{environ,maps,…}.
     // ptrace(2) and process_vm_* are denied by seccomp as well.
     keep.remove(&caps::Capability::CAP_SYS_PTRACE);
+    // Never CAP_LINUX_IMMUTABLE: an append-only or immutable flag (an audit
+    // log, a protected file) must stay set whatever the policy granted, and
+    // Landlock does not cover FS_IOC_SETFLAGS on a file it lets be opened.
+    keep.remove(&caps::Capability::CAP_LINUX_IMMUTABLE);
     let ruleset = match prebuilt {
         Some(fd) => landlock::BuiltRuleset::from_fd(fd)?,
         None => rules::landlock_rules(profile, extra)?.build()?,

@@ -884,8 +884,28 @@ fn case_protected(t: &mut T) {
     let mut ready = [0u8; 1];
     let _ = helper.stdout.as_mut().unwrap().read(&mut ready);
     let exe_dir = Path::new(EXE).parent().unwrap().display().to_string();
+    // An append-only file (like an audit log marked +a): even the admin
+    // profile never holds CAP_LINUX_IMMUTABLE, so the flag stays.
+    let appendonly = std::env::temp_dir().join(format!("sysward-appendonly-{me}"));
+    std::fs::write(&appendonly, "log\n").unwrap();
+    let append_flag = Command::new("chattr")
+        .arg("+a")
+        .arg(&appendonly)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
     let attacks: Vec<(&str, String)> = vec![
         ("write /etc/sysward", "echo x > /etc/sysward/evil".into()),
+        (
+            "clear an append-only attribute",
+            if append_flag {
+                format!("chattr -a {}", appendonly.display())
+            } else {
+                // No +a support on this filesystem: an always-failing stand-in,
+                // reported below.
+                "false".into()
+            },
+        ),
         ("read secret", "cat /etc/sysward/exec-test.secret".into()),
         ("write /var/lib/sysward", "touch /var/lib/sysward/evil".into()),
         ("replace sysward-exec", format!("cp /bin/true {exe_dir}/sysward-exec")),
@@ -922,6 +942,12 @@ fn case_protected(t: &mut T) {
         ),
     );
     let _ = std::fs::remove_dir_all(&control_dir);
+    if !append_flag {
+        println!(
+            "  NOTE chattr +a unsupported on {}: the append-only attack was not tried",
+            appendonly.display()
+        );
+    }
     for (name, script) in attacks {
         let r = spawn(
             &command(&["/bin/sh", "-c", &script], admin.clone()),
@@ -954,6 +980,8 @@ fn case_protected(t: &mut T) {
     );
     let _ = helper.kill();
     let _ = helper.wait();
+    let _ = Command::new("chattr").arg("-a").arg(&appendonly).status();
+    let _ = std::fs::remove_file(&appendonly);
     t.check(
         !Path::new("/etc/sysward/evil").exists() && !Path::new("/var/lib/sysward/evil").exists(),
         "no file appeared in sysward's directories",
