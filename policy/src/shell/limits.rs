@@ -88,9 +88,10 @@ pub const MAX_PARENS: usize = 16;
 /// At most this many substitution openers (`$(`, `${`, `$[`, backquote) in
 /// one word or heredoc body handed to brush-parser's word parser, which
 /// backtracks exponentially over unclosed ones (`$(( $( ` six times: 3.7 s in
-/// release; found by cargo-fuzz in a heredoc). 8 keeps the worst known shape
-/// near 10 ms in release.
-pub const MAX_WORD_SUBSTITUTIONS: usize = 8;
+/// release; `${x[($F` three times with backquotes: 0.3 s; both found by
+/// cargo-fuzz in heredocs). 6 keeps the worst known shapes near a
+/// millisecond in release.
+pub const MAX_WORD_SUBSTITUTIONS: usize = 6;
 
 /// Counts substitution openers in a word, quotes ignored.
 pub fn substitutions(word: &str) -> usize {
