@@ -257,6 +257,7 @@ fn garbage_never_panics() {
         "echo \"$(( $( $(( $( $(( $( $(( $( $(( $( $(( $( \"",
         "scree <<EOF\n$(rm -rystOF<Ef\n$[ste(((((((((((((((((((((((((((((((((((((((((((((((mctmctl re\"tscct <<EOF\n$(rm -rys\nEOF tf<EOF\n$[stemctmctl re\"t\nEOF\n",
         "echo $[((((((((((((((((((((((((((((((((((((((((1",
+        "coproc( --in-placeid- x[$(i x$[(iatrm ]$(dii- CAP_SETUIDx[$(i x$[(iatrm ]$+idd)$$, ]$(id x[$(i Dx[$(ix[$(id- x[$(i x$[(iatrm ($i)d]$$, ]$(id)$-placeid- x[$SETUIDx[$(i x$[(iatrm ]$+idd)$$(i x$[(iatrm, ])d)d)$) )$, ])d)d)$) ])",
         "bash <<EOF\nr\" -rf`f` cho ${x[($F\nrm -r$(\"+cho ${x[($F\nrm -r$(\"+cho ${x[($F\nrm F\nrm -r\nrm F\nrm -r\"+\"lk\nEOF\"lk\nEOF\n",
         // Found by cargo-fuzz: brush-parser loops forever on these.
         "<<\r ", "<< \r ", "<<-\r ", "<<\u{c} ", "dhdparm<\rbah <<  <<\r\r pkI -d/4ev//m ",

@@ -135,6 +135,16 @@ impl Analyzer {
             )));
             return;
         }
+        // The parser itself word-parses some tokens (assignments, array
+        // subscripts): the same word limits apply before it sees them.
+        for t in &tokens {
+            if let brush_parser::Token::Word(w, _) = t {
+                if let Some(why) = words::word_hazard(w) {
+                    self.items.push(Item::Opaque(why));
+                    return;
+                }
+            }
+        }
         let parsed = std::panic::catch_unwind(|| brush_parser::parse_tokens(&tokens, &opts));
         match parsed {
             Ok(Ok(program)) => {

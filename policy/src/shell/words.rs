@@ -58,7 +58,7 @@ pub fn options() -> ParserOptions {
 
 /// Parses one raw word. Substitutions are appended to `nested`.
 /// Whether the word parser may be given `text` (see limits).
-fn word_hazard(text: &str) -> Option<String> {
+pub fn word_hazard(text: &str) -> Option<String> {
     if let Some(why) = super::limits::known_parser_panic(text) {
         return Some(why.to_string());
     }
