@@ -404,6 +404,72 @@ impl PathFacts for HostPaths {
     }
 }
 
+/// Parses that may still be running after their deadline (a thread cannot be
+/// stopped): past this many, shell classification is refused outright.
+const MAX_STUCK_CLASSIFIERS: usize = 2;
+static STUCK_CLASSIFIERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// [`decide`] on its own thread with a deadline. brush-parser has inputs that
+/// make it run for seconds (cargo-fuzz keeps finding new ones) and a parse
+/// cannot be interrupted: a decision not ready in time is a denial, and the
+/// broker keeps serving.
+pub fn decide_bounded(
+    engine: &std::sync::Arc<Engine>,
+    plan: &Plan,
+    limit: std::time::Duration,
+) -> Decision {
+    use std::sync::atomic::Ordering;
+    let deny = |reason: String, source: &str| Decision {
+        verdict: sysward_policy::Verdict::Deny {
+            reason: reason.clone(),
+        },
+        category: Category::Unknown,
+        risk: sysward_policy::Risk::High,
+        reason,
+        normalized: crate::sanitize::one_line(&plan.display(), 2000),
+        source: source.to_string(),
+        profile: None,
+    };
+    if STUCK_CLASSIFIERS.load(Ordering::SeqCst) >= MAX_STUCK_CLASSIFIERS {
+        return deny(
+            "the command classifier is still busy with earlier pathological requests; restart sysward to clear it".to_string(),
+            "classifier time limit",
+        );
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (engine, owned) = (std::sync::Arc::clone(engine), plan.clone());
+    let spawned = std::thread::Builder::new()
+        .name("classify".to_string())
+        .stack_size(8 << 20)
+        .spawn(move || {
+            let d = decide(&engine, &owned);
+            if tx.send(d).is_err() {
+                // The deadline passed: this thread was counted as stuck.
+                STUCK_CLASSIFIERS.fetch_sub(1, Ordering::SeqCst);
+            }
+        });
+    if spawned.is_err() {
+        return deny(
+            "cannot start the command classifier".to_string(),
+            "classifier unavailable",
+        );
+    }
+    match rx.recv_timeout(limit) {
+        Ok(d) => d,
+        Err(_) => {
+            STUCK_CLASSIFIERS.fetch_add(1, Ordering::SeqCst);
+            drop(rx);
+            deny(
+                format!(
+                    "the command could not be classified within {} ms; simplify it",
+                    limit.as_millis()
+                ),
+                "classifier time limit",
+            )
+        }
+    }
+}
+
 pub fn decide(engine: &Engine, plan: &Plan) -> Decision {
     match plan {
         Plan::Command(c) => match &c.script {
@@ -521,4 +587,30 @@ pub fn engine_for_layout(
         action_gid: 0,
     };
     Ok(Engine::new(policy.clone(), facts))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn a_decision_past_its_deadline_is_a_denial_and_the_next_one_works() {
+        let engine = Arc::new(Engine::new(
+            sysward_policy::PolicyBlock::default(),
+            HostFacts::packaged(0, 0),
+        ));
+        let plan = plan_for_explain(&["echo hello | wc -c".to_string()], true, Path::new("/"));
+        // A zero deadline cannot be met: the classifier thread has not even run.
+        let late = decide_bounded(&engine, &plan, Duration::ZERO);
+        assert!(late.verdict.is_deny(), "{late:?}");
+        assert_eq!(late.source, "classifier time limit");
+        assert!(late.profile.is_none());
+        // The late thread finishes and is no longer counted; a normal deadline works.
+        std::thread::sleep(Duration::from_millis(300));
+        let ok = decide_bounded(&engine, &plan, Duration::from_secs(5));
+        assert_eq!(ok.verdict.as_str(), "allow", "{ok:?}");
+    }
 }

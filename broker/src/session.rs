@@ -33,6 +33,8 @@ use sysward_ipc::{Channel, ChannelError, Message, BUILD_VERSION};
 
 /// How long a freshly started agent has to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// A classification not done in this time is a denial.
+const CLASSIFY_LIMIT: Duration = Duration::from_millis(1500);
 /// Pending approvals one session may have open at once.
 pub const MAX_PENDING_APPROVALS: u32 = 3;
 /// What the agent writes to stderr is shown, sanitized, up to this much.
@@ -168,7 +170,7 @@ struct Session<'a> {
     op: &'a dyn Operator,
     id: String,
     project: Project,
-    engine: sysward_policy::Engine,
+    engine: Arc<sysward_policy::Engine>,
     mode: SessionMode,
     dry_run: bool,
     agent: Child,
@@ -224,7 +226,7 @@ impl<'a> Session<'a> {
         }
         let agent_account = spawn::account(&project.conf.agent_user)?;
         let model_account = spawn::account(&project.conf.model_user)?;
-        let engine = crate::decide::engine(ctx, &project)?;
+        let engine = Arc::new(crate::decide::engine(ctx, &project)?);
         let mut secrets = SessionSecrets::new(Arc::clone(&ctx.secrets));
         if !project.conf.api_key.is_empty() {
             secrets.add_redaction("API_KEY", &project.conf.api_key, &project.conf.masked_key());
@@ -619,7 +621,7 @@ impl<'a> Session<'a> {
         let planned = planned.and_then(|plan| plan.check_secrets(&self.secrets).map(|()| plan));
         let (plan, decision) = match planned {
             Ok(plan) => {
-                let decision = crate::decide::decide(&self.engine, &plan);
+                let decision = crate::decide::decide_bounded(&self.engine, &plan, CLASSIFY_LIMIT);
                 self.op.decided(
                     &call_id,
                     decision.category.as_str(),
