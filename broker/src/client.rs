@@ -11,36 +11,7 @@ use sysward_ipc::{Channel, BUILD_VERSION};
 
 pub fn run(socket_path: &Path, mode: SessionMode, dry_run: bool, json: bool) -> Result<i32> {
     let signals = crate::signals::Signals::install()?;
-    let fd = socket(
-        AddressFamily::Unix,
-        SockType::SeqPacket,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )?;
-    if let Err(errno) = connect(
-        std::os::fd::AsRawFd::as_raw_fd(&fd),
-        &UnixAddr::new(socket_path)?,
-    ) {
-        bail!("{}", connect_problem(socket_path, errno));
-    }
-    let writer = Channel::new(fd.try_clone()?);
-    let mut reader = Channel::new(fd);
-    writer.send(&OperatorRequest::Hello {
-        build: BUILD_VERSION.to_string(),
-    })?;
-    let welcome = reader.recv::<OperatorAnswer>().with_context(|| {
-        "the daemon closed the connection before welcoming this client; its log says why (journalctl -u sysward)"
-    })?;
-    match welcome {
-        OperatorAnswer::Welcome { .. } => {}
-        OperatorAnswer::Error { message } => bail!(
-            "the daemon refused this connection: {}",
-            sanitize::one_line(&message, 500)
-        ),
-        _ => bail!(
-            "the daemon answered out of turn: it may be a different sysward version than this client ({BUILD_VERSION}); reinstall so both match, then restart it (systemctl restart sysward)"
-        ),
-    }
+    let (writer, mut reader) = connect_and_greet(socket_path)?;
     let opts = RunOptions {
         rerun: matches!(mode, SessionMode::Tasks { rerun: true }),
         dry_run,
@@ -171,34 +142,46 @@ fn connect_problem(path: &Path, errno: nix::errno::Errno) -> String {
 /// daemon, for operators in the `sysward` group: the daemon checks the peer and
 /// records the decision. Returns whether it succeeded and the text to show.
 pub fn request_once(socket_path: &Path, request: OperatorRequest) -> Result<(bool, String)> {
+    let (chan, mut reply) = connect_and_greet(socket_path)?;
+    chan.send(&request)?;
+    match reply.recv::<OperatorAnswer>()? {
+        OperatorAnswer::Done { ok, text } => Ok((ok, text)),
+        OperatorAnswer::Error { message } => Ok((false, message)),
+        _ => bail!("the daemon answered out of turn"),
+    }
+}
+
+/// Connects to the daemon and exchanges hello/welcome; returns a writer and a
+/// reader on the same connection. Every failure says what to do.
+fn connect_and_greet(socket_path: &Path) -> Result<(Channel, Channel)> {
     let fd = socket(
         AddressFamily::Unix,
         SockType::SeqPacket,
         SockFlag::SOCK_CLOEXEC,
         None,
     )?;
-    connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &UnixAddr::new(socket_path)?).with_context(|| {
-        format!(
-            "cannot reach the sysward daemon at {}: is it running, and are you root or in the sysward group?",
-            socket_path.display()
-        )
-    })?;
-    let mut chan = Channel::new(fd);
-    chan.send(&OperatorRequest::Hello {
+    if let Err(errno) = connect(
+        std::os::fd::AsRawFd::as_raw_fd(&fd),
+        &UnixAddr::new(socket_path)?,
+    ) {
+        bail!("{}", connect_problem(socket_path, errno));
+    }
+    let writer = Channel::new(fd.try_clone()?);
+    let mut reader = Channel::new(fd);
+    writer.send(&OperatorRequest::Hello {
         build: BUILD_VERSION.to_string(),
     })?;
-    match chan.recv::<OperatorAnswer>()? {
-        OperatorAnswer::Welcome { .. } => {}
+    let welcome = reader.recv::<OperatorAnswer>().with_context(|| {
+        "the daemon closed the connection before welcoming this client; its log says why (journalctl -u sysward)"
+    })?;
+    match welcome {
+        OperatorAnswer::Welcome { .. } => Ok((writer, reader)),
         OperatorAnswer::Error { message } => bail!(
             "the daemon refused this connection: {}",
             sanitize::one_line(&message, 500)
         ),
-        _ => bail!("the daemon answered out of turn: reinstall so client and daemon match"),
-    }
-    chan.send(&request)?;
-    match chan.recv::<OperatorAnswer>()? {
-        OperatorAnswer::Done { ok, text } => Ok((ok, text)),
-        OperatorAnswer::Error { message } => Ok((false, message)),
-        _ => bail!("the daemon answered out of turn"),
+        _ => bail!(
+            "the daemon answered out of turn: it may be a different sysward version than this client ({BUILD_VERSION}); reinstall so both match, then restart it (systemctl restart sysward)"
+        ),
     }
 }

@@ -317,3 +317,35 @@ impl sysward_broker::operator::Operator for Recorder {
         &self.cancel
     }
 }
+
+/// The scripted model of the `ask_secret` tests: ask for `db` (printf, as an
+/// argument), print it with printf, answer. `typed` must never reach the model.
+pub fn ask_secret_scenario(typed: &str) -> Handle {
+    scenario(&format!(
+        r#"{{"never_contains":["{typed}"],"steps":[
+          {{"tool_calls":[{{"name":"ask_secret","arguments":{{"name":"db","program":"printf","delivery":"arg","reason":"to show it"}}}}]}},
+          {{"expect":{{"role_of_last":"tool"}},"tool_calls":[{{"name":"exec","arguments":{{"command":"printf","args":["got=%s\n","{{{{secret:db}}}}"]}}}}]}},
+          {{"content":"Used it."}}
+        ]}}"#
+    ))
+}
+
+/// Plays the operator of an `ask_secret` dialogue on a `sysward cli` child whose
+/// stdin is a pipe: one chat line, then (once the model asked) the secret.
+pub fn answer_secret_dialogue(
+    mut child: std::process::Child,
+    server: &Handle,
+    typed: &str,
+) -> Output {
+    use std::io::Write;
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"use the db password\n").unwrap();
+        server.wait_for_requests(1, Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(500));
+        stdin.write_all(format!("{typed}\n").as_bytes()).unwrap();
+        server.wait_for_requests(3, Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    wait_output(child, Duration::from_secs(60))
+}

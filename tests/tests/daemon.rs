@@ -288,36 +288,20 @@ fn ask_secret_through_the_daemon_client_never_reaches_the_model() {
     }
     ensure_accounts();
     let typed = "Daemon-Typed-5d7a11";
-    let server = scenario(&format!(
-        r#"{{"never_contains":["{typed}"],"steps":[
-          {{"tool_calls":[{{"name":"ask_secret","arguments":{{"name":"db","program":"printf","delivery":"arg","reason":"to show it"}}}}]}},
-          {{"expect":{{"role_of_last":"tool"}},"tool_calls":[{{"name":"exec","arguments":{{"command":"printf","args":["got=%s\n","{{{{secret:db}}}}"]}}}}]}},
-          {{"content":"Used it."}}
-        ]}}"#
-    ));
+    let server = ask_secret_scenario(typed);
     let p = TestProject::new("daemon-ask-secret");
     p.init_conf(&server, "").agent_md(
         "EXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive\nALLOW_OUTSIDE_PROJECT_READ=true",
     );
     let d = Daemon::start(&p, "asksecret");
-    let mut child = Command::new(sysward())
+    let child = Command::new(sysward())
         .args(["cli", "--socket", d.socket.to_str().unwrap()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(b"use the db password\n").unwrap();
-        server.wait_for_requests(1, Duration::from_secs(20));
-        std::thread::sleep(Duration::from_millis(500));
-        stdin.write_all(format!("{typed}\n").as_bytes()).unwrap();
-        server.wait_for_requests(3, Duration::from_secs(20));
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    let out = wait_output(child, Duration::from_secs(60));
+    let out = answer_secret_dialogue(child, &server, typed);
     assert!(
         server.expectation_failures().is_empty(),
         "the secret reached the model: {}",

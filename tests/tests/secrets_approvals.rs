@@ -195,36 +195,19 @@ fn ask_secret_takes_a_value_from_the_operator_that_the_model_never_sees() {
     }
     ensure_accounts();
     let typed = "Typed-Secret-8c21d0";
-    let server = scenario(&format!(
-        r#"{{"never_contains":["{typed}"],"steps":[
-          {{"tool_calls":[{{"name":"ask_secret","arguments":{{"name":"db","program":"printf","delivery":"arg","reason":"to show it"}}}}]}},
-          {{"expect":{{"role_of_last":"tool"}},"tool_calls":[{{"name":"exec","arguments":{{"command":"printf","args":["got=%s\n","{{{{secret:db}}}}"]}}}}]}},
-          {{"content":"Used it."}}
-        ]}}"#
-    ));
+    let server = ask_secret_scenario(typed);
     let p = TestProject::new("ask-secret");
     p.init_conf(&server, "").agent_md(
         "EXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive\nALLOW_OUTSIDE_PROJECT_READ=true",
     );
-    let mut child = std::process::Command::new(sysward())
+    let child = std::process::Command::new(sysward())
         .args(["cli", "--root", p.dir.to_str().unwrap()])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(b"use the db password\n").unwrap();
-        // The secret prompt reads the next line (stdin is not a terminal).
-        server.wait_for_requests(1, Duration::from_secs(20));
-        std::thread::sleep(Duration::from_millis(500));
-        stdin.write_all(format!("{typed}\n").as_bytes()).unwrap();
-        server.wait_for_requests(3, Duration::from_secs(20));
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    let out = wait_output(child, Duration::from_secs(60));
+    let out = answer_secret_dialogue(child, &server, typed);
     assert!(
         server.expectation_failures().is_empty(),
         "the typed secret reached the model: {}",
