@@ -96,8 +96,72 @@ pub fn prepare(
                 .map_err(|e| fail("network namespace", format!("unshare: {e}")))?;
         }
     }
+    // Only service, package, admin, reboot and destructive actions may talk
+    // to PID 1 or the system bus. Landlock (ABI 7) cannot refuse connect() to a
+    // pathname socket, and `systemd-run` over those sockets would run anything
+    // outside this confinement: for every other profile they are hidden behind
+    // an empty read-only tmpfs in a private mount namespace.
+    if !matches!(
+        profile.name.as_str(),
+        "service" | "package" | "admin" | "reboot" | "destructive"
+    ) {
+        hide_system_buses()?;
+    }
     // The broker's namespace fd (4) and anything else inherited go now.
     process::close_fds_except(keep_fds)?;
+    Ok(())
+}
+
+/// Where systemd's and D-Bus's sockets live.
+const SYSTEM_BUS_DIRS: [&str; 2] = ["/run/systemd", "/run/dbus"];
+
+fn hide_system_buses() -> Result<(), StepError> {
+    let present: Vec<&str> = SYSTEM_BUS_DIRS
+        .iter()
+        .copied()
+        .filter(|d| std::path::Path::new(d).is_dir())
+        .collect();
+    if present.is_empty() {
+        return Ok(());
+    }
+    sys::unshare(libc::CLONE_NEWNS)
+        .map_err(|e| fail("mount namespace", format!("unshare: {e}")))?;
+    let mount = |src: &std::ffi::CStr,
+                 target: &std::ffi::CStr,
+                 fstype: Option<&std::ffi::CStr>,
+                 flags: libc::c_ulong,
+                 data: Option<&std::ffi::CStr>| {
+        // SAFETY: every pointer is a valid NUL-terminated string (or null where
+        // mount(2) allows it) that outlives the call.
+        let rc = unsafe {
+            libc::mount(
+                src.as_ptr(),
+                target.as_ptr(),
+                fstype.map_or(std::ptr::null(), |f| f.as_ptr()),
+                flags,
+                data.map_or(std::ptr::null(), |d| d.as_ptr().cast()),
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    // Nothing done in this namespace may propagate back to the host.
+    mount(c"none", c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)
+        .map_err(|e| fail("mount namespace", format!("make / private: {e}")))?;
+    for dir in present {
+        let target = CString::new(dir).map_err(|e| fail("mount namespace", e))?;
+        mount(
+            c"tmpfs",
+            &target,
+            Some(c"tmpfs"),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            Some(c"size=4k,mode=0555"),
+        )
+        .map_err(|e| fail("mount namespace", format!("hide {dir}: {e}")))?;
+    }
     Ok(())
 }
 

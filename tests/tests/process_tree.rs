@@ -372,3 +372,50 @@ fn model_text_reaches_the_terminal_sanitized() {
     assert!(text.contains("A[2J]0;pwned B"), "{text}");
     assert!(text.contains("CDE"), "{text}");
 }
+
+/// Landlock cannot refuse connect() to a pathname socket, so an action that is
+/// not a service/package/admin one finds systemd's and D-Bus's directories
+/// empty: it cannot ask PID 1 to run something outside its confinement.
+#[test]
+fn actions_cannot_reach_the_system_bus_or_systemd() {
+    if !require_root("actions_cannot_reach_the_system_bus") {
+        return;
+    }
+    ensure_accounts();
+    std::fs::create_dir_all("/run/dbus").unwrap();
+    let path = format!("/run/dbus/sysward-test-bus-{}", std::process::id());
+    let _ = std::fs::remove_file(&path);
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    // positive control: the socket accepts connections from the host
+    std::os::unix::net::UnixStream::connect(&path).unwrap();
+    assert!(listener.accept().is_ok());
+    let script = format!(
+        "ls -A /run/dbus | wc -l; python3 -c \"import socket;s=socket.socket(socket.AF_UNIX);s.connect('{path}')\" && echo CONNECTED || echo refused"
+    );
+    let server = scenario(&format!(
+        r#"{{"steps":[
+          {{"tool_calls":[{{"name":"shell","arguments":{{"command":{}}}}}]}},
+          {{"content":"done\nTASK_STATUS: DONE"}}
+        ]}}"#,
+        serde_json::to_string(&script).unwrap()
+    ));
+    let p = TestProject::new("bus");
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=unrestricted\nAPPROVAL_MODE=permissive\nALLOW_OUTSIDE_PROJECT_READ=true")
+        .write("01-t.md", "# T\nTalk to the bus.\n");
+    let out = run_sysward(
+        &["run", "--root", p.dir.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    let _ = std::fs::remove_file(&path);
+    assert!(out.status.success(), "{}", describe(&out));
+    let chats = server.chat_requests();
+    let result = chats[1].message_text();
+    // stdout: no entry in /run/dbus, and the connection was refused
+    assert!(result.contains("stdout:\n0\nrefused"), "{result}");
+    assert!(
+        listener.accept().is_err(),
+        "the action reached the bus socket"
+    );
+}
