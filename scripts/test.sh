@@ -21,7 +21,7 @@ if command -v apt-get >/dev/null 2>&1; then
   # bubblewrap: the executor benchmark's comparison; strace: debugging aid.
   apt-get install -y -q --no-install-recommends \
     iproute2 passwd util-linux procps python3 curl iputils-ping netcat-openbsd \
-    bubblewrap ca-certificates coreutils findutils gawk tmux >/dev/null
+    bubblewrap ca-certificates coreutils findutils gawk tmux strace >/dev/null
 fi
 
 export CARGO_TERM_COLOR=never

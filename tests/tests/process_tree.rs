@@ -419,3 +419,71 @@ fn actions_cannot_reach_the_system_bus_or_systemd() {
         "the action reached the bus socket"
     );
 }
+
+/// The IPC traffic of the agent never carries the API key: every message the
+/// agent sends or receives is traced (strace of the whole tree, one file per
+/// process) and searched. The gateway's trace is the positive control: its
+/// setup message does carry the key.
+#[test]
+fn the_agent_ipc_traffic_never_carries_the_key() {
+    if !require_root("the_agent_ipc_traffic_never_carries_the_key") {
+        return;
+    }
+    if Command::new("strace").arg("-V").output().is_err() {
+        panic!("strace is missing: apt-get install strace (scripts/test.sh installs it)");
+    }
+    ensure_accounts();
+    let server = scenario(
+        r#"{"steps":[
+          {"tool_calls":[{"name":"exec","arguments":{"command":"uname","args":["-a"]}}]},
+          {"content":"done\nTASK_STATUS: DONE"}
+        ]}"#,
+    );
+    let p = TestProject::new("ipc-trace");
+    p.init_conf(&server, "")
+        .agent_md(read_only_policy())
+        .write("01-t.md", "# T\nuname.\n");
+    let traces = p.path("trace");
+    let out = Command::new("strace")
+        .args([
+            "-f",
+            "-ff",
+            "-s",
+            "1000000",
+            "-e",
+            "trace=sendmsg,recvmsg,sendto,recvfrom,read,write",
+            "-o",
+        ])
+        .arg(&traces)
+        .arg(sysward())
+        .args(["run", "--root", p.dir.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let ready = audit_records(&p)
+        .into_iter()
+        .find(|r| r["event"]["event"] == "session_ready")
+        .expect("session_ready");
+    let read_trace = |pid: &serde_json::Value| {
+        std::fs::read_to_string(format!("{}.{}", traces.display(), pid.as_u64().unwrap())).unwrap()
+    };
+    let agent = read_trace(&ready["event"]["agent_pid"]);
+    let gateway = read_trace(&ready["event"]["gateway_pid"]);
+    assert!(
+        agent.contains("recvmsg(3") && agent.contains("sendto(3"),
+        "the agent's traffic was not traced"
+    );
+    assert!(
+        agent.contains("uname"),
+        "the traced traffic does not show the tool call"
+    );
+    assert!(
+        !agent.contains(KEY),
+        "the API key crossed the agent's channel"
+    );
+    assert!(
+        gateway.contains(KEY),
+        "positive control: the gateway's setup should carry the key"
+    );
+}
