@@ -96,14 +96,16 @@ pub fn prepare(
                 .map_err(|e| fail("network namespace", format!("unshare: {e}")))?;
         }
     }
-    // Only service, package, admin, reboot and destructive actions may talk
-    // to PID 1 or the system bus. Landlock (ABI 7) cannot refuse connect() to a
-    // pathname socket, and `systemd-run` over those sockets would run anything
-    // outside this confinement: for every other profile they are hidden behind
-    // an empty read-only tmpfs in a private mount namespace.
-    if !matches!(
+    // Landlock (ABI 7) cannot refuse connect() to a pathname socket, and
+    // `systemd-run` over systemd's or D-Bus's sockets would run anything
+    // outside this confinement. Actions that have no business there (unknown
+    // programs, writes, deletes, network and downloads) find those directories
+    // empty: a read-only tmpfs in a private mount namespace. Read-only
+    // diagnosis keeps them (`systemctl status` needs the bus), as do service,
+    // package, admin, reboot and destructive actions, which need systemd.
+    if matches!(
         profile.name.as_str(),
-        "service" | "package" | "admin" | "reboot" | "destructive"
+        "unknown" | "write" | "delete" | "network" | "download"
     ) {
         hide_system_buses()?;
     }

@@ -396,6 +396,7 @@ fn actions_cannot_reach_the_system_bus_or_systemd() {
     let server = scenario(&format!(
         r#"{{"steps":[
           {{"tool_calls":[{{"name":"shell","arguments":{{"command":{}}}}}]}},
+          {{"tool_calls":[{{"name":"exec","arguments":{{"command":"ls","args":["-A","/run/dbus"]}}}}]}},
           {{"content":"done\nTASK_STATUS: DONE"}}
         ]}}"#,
         serde_json::to_string(&script).unwrap()
@@ -414,6 +415,10 @@ fn actions_cannot_reach_the_system_bus_or_systemd() {
     let result = chats[1].message_text();
     // stdout: no entry in /run/dbus, and the connection was refused
     assert!(result.contains("stdout:\n0\nrefused"), "{result}");
+    // Read-only diagnosis keeps the real directories (`systemctl status` needs
+    // the bus): the trade-off is documented in executor/src/confine.rs.
+    let listing = chats[2].message_text();
+    assert!(listing.contains("sysward-test-bus-"), "{listing}");
     assert!(
         listener.accept().is_err(),
         "the action reached the bus socket"
