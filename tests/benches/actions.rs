@@ -133,6 +133,40 @@ fn main() {
         println!("bwrap not installed (apt-get install bubblewrap): skipped");
         f64::NAN
     };
+    if std::env::args().any(|a| a == "--unknown") {
+        // A program the catalog does not know runs under the "unknown" profile,
+        // which also hides the system buses (a private mount namespace).
+        let copy = "/usr/local/bin/sysward-bench-true";
+        std::fs::copy("/bin/true", copy).unwrap();
+        p.agent_md(
+            "EXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive\nALLOW_OUTSIDE_PROJECT_READ=true",
+        )
+        .write("01-bench.md", &format!("{n} {copy}"));
+        ctx.runner.cgroup_root = sysward_broker::cgroup::actions_root();
+        let _ = run_session(
+            &ctx,
+            SessionRequest {
+                mode: SessionMode::Tasks { rerun: true },
+                dry_run: false,
+                operator: "bench".into(),
+            },
+            &op,
+        );
+        let report = op.last_info().unwrap();
+        let v: serde_json::Value = serde_json::from_str(&report).unwrap();
+        assert_eq!(
+            v["failures"], 0,
+            "unknown-profile actions failed: {report:.300}"
+        );
+        let us: Vec<f64> = v["micros"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        stats("  unknown profile (+ mount namespace)", us);
+        let _ = std::fs::remove_file(copy);
+    }
     println!("ratio broker/bare (medians): {:.2}", broker / bare);
     println!("ratio bwrap/broker (medians): {:.2}", bwrap / broker);
 }

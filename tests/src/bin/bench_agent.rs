@@ -21,12 +21,17 @@ fn main() {
     let AgentAnswer::Welcome(setup) = chan.recv::<AgentAnswer>().unwrap() else {
         panic!("no welcome");
     };
-    // The task file's content is the number of round trips.
-    let n: usize = setup
+    // The task file's content: the number of round trips, then optionally the
+    // program to run (default /bin/true).
+    let content = setup
         .tasks
         .first()
-        .and_then(|t| t.content.trim().parse().ok())
-        .unwrap_or(1000);
+        .map(|t| t.content.clone())
+        .unwrap_or_default();
+    let mut words = content.split_whitespace();
+    let n: usize = words.next().and_then(|w| w.parse().ok()).unwrap_or(1000);
+    let program = words.next().unwrap_or("/bin/true").to_string();
+    let arguments = serde_json::json!({"command": program}).to_string();
     let mut micros = Vec::with_capacity(n);
     let mut failures = 0;
     for i in 0..n {
@@ -34,7 +39,7 @@ fn main() {
         chan.send(&AgentRequest::Tool(ToolRequest {
             call_id: format!("b{i}"),
             tool: "exec".into(),
-            arguments: r#"{"command":"/bin/true"}"#.into(),
+            arguments: arguments.clone(),
         }))
         .unwrap();
         match chan.recv::<AgentAnswer>().unwrap() {
