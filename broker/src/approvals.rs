@@ -26,7 +26,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -287,11 +287,7 @@ fn valid_id(id: &str) -> bool {
 }
 
 fn random_id() -> Result<String> {
-    let mut bytes = [0u8; 6];
-    File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .context("cannot read /dev/urandom")?;
-    Ok(crate::project::hex(&bytes))
+    crate::project::random_hex(6)
 }
 
 /// Holds the directory's exclusive lock.
@@ -412,35 +408,9 @@ impl Approvals {
         Ok(a)
     }
 
-    /// Writes atomically: a unique temporary file (0600, O_EXCL), fsync,
-    /// rename over the target, fsync of the directory.
+    /// Writes atomically (see [`crate::project::write_atomic`]).
     fn write(&self, a: &Approval) -> Result<()> {
-        let path = self.path_of(&a.id);
-        let tmp = self.dir.join(format!(
-            ".{}.tmp-{}-{}",
-            a.id,
-            std::process::id(),
-            random_id()?
-        ));
-        let bytes = serde_json::to_vec_pretty(a)?;
-        let result = (|| -> Result<()> {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&tmp)
-                .with_context(|| format!("cannot create {}", tmp.display()))?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-            fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
-            File::open(&self.dir)?.sync_all()?;
-            Ok(())
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        result
+        crate::project::write_atomic(&self.path_of(&a.id), &serde_json::to_vec_pretty(a)?)
     }
 
     /// Every readable approval, oldest first, and the problems with unreadable

@@ -357,16 +357,28 @@ pub fn ensure_private_dir(dir: &Path) -> Result<()> {
     }
 }
 
-/// Writes `bytes` to `path` atomically with mode 0600 (temp, fsync, rename,
-/// fsync of the directory).
+/// `n` random bytes from /dev/urandom, as hex.
+pub fn random_hex(n: usize) -> Result<String> {
+    let mut bytes = vec![0u8; n];
+    File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("cannot read /dev/urandom")?;
+    Ok(hex(&bytes))
+}
+
+/// Writes `bytes` to `path` atomically with mode 0600: a temporary file unique
+/// to this process and call (O_EXCL, never through a symlink), fsync, rename
+/// over the target, fsync of the directory. The temporary is removed on failure.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let dir = path.parent().context("path has no parent")?;
     let name = path
         .file_name()
         .context("path has no file name")?
         .to_string_lossy();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    {
+    let unique = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.tmp-{}-{unique}", std::process::id()));
+    let result = (|| -> Result<()> {
         let mut f = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -376,8 +388,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             .with_context(|| format!("cannot create {}", tmp.display()))?;
         f.write_all(bytes)?;
         f.sync_all()?;
+        fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))?;
+        File::open(dir)?.sync_all()?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
     }
-    fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))?;
-    File::open(dir)?.sync_all()?;
-    Ok(())
+    result
 }

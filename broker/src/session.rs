@@ -76,11 +76,7 @@ pub struct SessionRequest {
 }
 
 fn random_id() -> String {
-    let mut bytes = [0u8; 8];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = f.read_exact(&mut bytes);
-    }
-    crate::project::hex(&bytes)
+    crate::project::random_hex(8).unwrap_or_else(|_| "0".repeat(16))
 }
 
 /// Runs a whole session and returns its summary; never panics on agent input.
