@@ -304,7 +304,7 @@ impl Gateway {
             .headers()
             .get(header::CONTENT_TYPE)
             .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-            .map(|s| cut(&s, CONTENT_TYPE_MAX).to_string())
+            .map(|s| sysward_ipc::model::truncate(&s, CONTENT_TYPE_MAX).to_string())
             .unwrap_or_default();
         if let Some(len) = resp.content_length() {
             if len > self.max_response {
@@ -528,17 +528,6 @@ fn list(addrs: &[SocketAddr]) -> String {
         .join(", ")
 }
 
-fn cut(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
 /// The error and its sources, deduplicated, joined with ": ".
 fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts: Vec<String> = Vec::new();
@@ -550,7 +539,7 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         }
         cur = err.source();
     }
-    cut(&parts.join(": "), 1000).to_string()
+    sysward_ipc::model::truncate(&parts.join(": "), 1000).to_string()
 }
 
 fn has_io_kind(e: &(dyn std::error::Error + 'static), kind: std::io::ErrorKind) -> bool {

@@ -108,7 +108,8 @@ pub enum ModelFailure {
     Cancelled,
 }
 
-pub(crate) fn truncate(s: &str, max: usize) -> &str {
+/// `s` cut to at most `max` bytes, on a character boundary.
+pub fn truncate(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }
