@@ -10,14 +10,20 @@ use anyhow::{Context, Result};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use std::collections::HashMap;
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use sysward_ipc::exec::{ExecReport, ExecSpec, FileChange, EXEC_REPORT_MAX, EXEC_SPEC_MAX};
+use sysward_ipc::exec::{
+    CommandSpec, ExecReport, ExecSpec, FileChange, EXEC_REPORT_MAX, EXEC_SPEC_MAX,
+};
+use sysward_ipc::profile::ConfinementProfile;
 use sysward_ipc::{Channel, ChannelError};
+use sysward_sandbox::jail::{self, ConfinedChild, Jail, JailParts, SpawnError};
 
 /// After the command exits, descendants still holding its pipes get this long
 /// before they are killed.
@@ -50,20 +56,33 @@ pub struct Outcome {
 
 pub struct Runner {
     pub exec_path: PathBuf,
+    /// The sysward binaries beside `exec_path`, never writable by an action
+    /// (besides those beside this process, which the rules always protect).
+    protected: sysward_sandbox::profile_rules::Extra,
     pub cgroup_root: Option<PathBuf>,
     pub tmp_dir: PathBuf,
-    /// The broker's empty network namespace, passed to executors as fd 4.
-    pub netns: Option<OwnedFd>,
+    /// The broker's empty network namespace: entered by confined commands,
+    /// passed to executors as fd 4.
+    pub netns: Option<Arc<OwnedFd>>,
     /// Landlock rulesets built once per distinct profile (the walk from `/` is
-    /// the expensive part of confinement), passed to executors as fd 5.
-    rulesets:
-        std::sync::Mutex<std::collections::HashMap<String, (Instant, std::sync::Arc<OwnedFd>)>>,
+    /// the expensive part of confinement).
+    rulesets: Mutex<HashMap<String, (Instant, Arc<OwnedFd>)>>,
+    /// Emptied action cgroups, reused: creating and removing one per action
+    /// costs more than the rest of the spawn.
+    spare_cgroups: Mutex<Vec<ActionCgroup>>,
+    /// Seccomp programs, one per (allow_mount, deny_metadata, scope_signals).
+    seccomp: Mutex<HashMap<SeccompKey, Arc<Vec<libc::sock_filter>>>>,
 }
 
 /// A cached ruleset is rebuilt after this long, so paths created since are
 /// granted again (a stale ruleset only ever grants less).
 const RULESET_TTL: Duration = Duration::from_secs(60);
 const RULESET_CACHE_MAX: usize = 64;
+const SPARE_CGROUPS_MAX: usize = 4;
+
+/// What a profile's seccomp program depends on: allow_mount, deny_metadata,
+/// scope_signals.
+type SeccompKey = (bool, bool, bool);
 
 /// Where an executor finds the empty network namespace.
 pub const NETNS_PATH: &str = "/proc/self/fd/4";
@@ -87,39 +106,98 @@ impl Runner {
         tmp_dir: PathBuf,
         netns: Option<OwnedFd>,
     ) -> Runner {
+        let protected = sysward_sandbox::profile_rules::Extra {
+            write_protected: exec_path
+                .parent()
+                .map(sysward_sandbox::profile_rules::binaries_in)
+                .unwrap_or_default(),
+            ..Default::default()
+        };
         Runner {
+            protected,
             exec_path,
             cgroup_root,
             tmp_dir,
-            netns,
+            netns: netns.map(Arc::new),
             rulesets: Default::default(),
+            spare_cgroups: Default::default(),
+            seccomp: Default::default(),
         }
     }
 
-    /// The prebuilt Landlock ruleset of `profile`, from the cache or built now.
-    /// None when it cannot be built here (the executor then builds it itself
-    /// and reports any failure).
-    fn ruleset(
-        &self,
-        profile: &sysward_ipc::profile::ConfinementProfile,
-    ) -> Option<std::sync::Arc<OwnedFd>> {
+    /// The Landlock ruleset of `profile`, from the cache or built now.
+    fn ruleset(&self, profile: &ConfinementProfile) -> Result<Arc<OwnedFd>, String> {
         let mut key_profile = profile.clone();
         key_profile.timeout_secs = 0;
         key_profile.limits = Default::default();
         let key = format!("{key_profile:?}");
-        let mut cache = self.rulesets.lock().ok()?;
+        let mut cache = self
+            .rulesets
+            .lock()
+            .map_err(|_| "the ruleset cache is poisoned".to_string())?;
         if let Some((at, fd)) = cache.get(&key) {
             if at.elapsed() < RULESET_TTL {
-                return Some(std::sync::Arc::clone(fd));
+                return Ok(Arc::clone(fd));
             }
         }
-        let fd =
-            std::sync::Arc::new(sysward_sandbox::profile_rules::prebuild_ruleset(profile).ok()?);
+        let fd = Arc::new(
+            sysward_sandbox::profile_rules::prebuild_ruleset(profile, &self.protected)
+                .map_err(|e| format!("confinement failed at landlock: {e}; nothing ran"))?,
+        );
         if cache.len() >= RULESET_CACHE_MAX {
             cache.clear();
         }
-        cache.insert(key, (Instant::now(), std::sync::Arc::clone(&fd)));
-        Some(fd)
+        cache.insert(key, (Instant::now(), Arc::clone(&fd)));
+        Ok(fd)
+    }
+
+    /// The seccomp program of `profile` (it depends on three flags and on
+    /// this process, which it protects), from the cache or compiled now.
+    fn seccomp(&self, profile: &ConfinementProfile) -> Result<Arc<Vec<libc::sock_filter>>, String> {
+        let deny_metadata = profile.write_paths.is_empty() && profile.write_all_except.is_none();
+        let key = (profile.allow_mount, deny_metadata, profile.scope_signals);
+        let mut cache = self
+            .seccomp
+            .lock()
+            .map_err(|_| "the seccomp cache is poisoned".to_string())?;
+        if let Some(p) = cache.get(&key) {
+            return Ok(Arc::clone(p));
+        }
+        let fail = |e: sysward_sandbox::SandboxError| {
+            format!("confinement failed at seccomp: {e}; nothing ran")
+        };
+        let program =
+            jail::seccomp_program(profile, sysward_sandbox::sys::getpid()).map_err(fail)?;
+        let program = Arc::new(jail::kernel_program(&program).map_err(fail)?);
+        cache.insert(key, Arc::clone(&program));
+        Ok(program)
+    }
+
+    /// Starts a command confined by `profile`: one fork, the confinement
+    /// steps in the child, one exec (no helper binary in between).
+    fn start_command(
+        &self,
+        profile: &ConfinementProfile,
+        command: &CommandSpec,
+        cgroup: Option<&ActionCgroup>,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+    ) -> std::result::Result<ConfinedChild, String> {
+        let parts = JailParts {
+            landlock_ruleset: self.ruleset(profile)?,
+            seccomp: self.seccomp(profile)?,
+            netns: self.netns.clone(),
+            cgroup_dir: cgroup.map(|c| c.dir().to_path_buf()),
+        };
+        let jail = Jail::prepare(profile, command, parts)
+            .map_err(|e| format!("confinement failed at {e}; nothing ran"))?;
+        jail.spawn(stdout, stderr).map_err(|e| match e {
+            SpawnError::Prepare(e) => format!("confinement failed at {e}; nothing ran"),
+            SpawnError::Confinement { .. } => format!("{e}; nothing ran"),
+            SpawnError::Cwd { .. } | SpawnError::Exec { .. } => {
+                format!("cannot execute: {e}")
+            }
+        })
     }
 
     /// The path to put in a spec for "no network", if the broker holds a
@@ -128,10 +206,25 @@ impl Runner {
         self.netns.as_ref().map(|_| NETNS_PATH.to_string())
     }
 
+    /// An empty cgroup for one action: a spare one, or `id` created now.
     pub fn cgroup_for(&self, id: &str) -> Option<ActionCgroup> {
-        self.cgroup_root
-            .as_deref()
-            .and_then(|root| ActionCgroup::create(root, id).ok())
+        let root = self.cgroup_root.as_deref()?;
+        if let Some(spare) = self.spare_cgroups.lock().ok().and_then(|mut s| s.pop()) {
+            return Some(spare);
+        }
+        ActionCgroup::create(root, id).ok()
+    }
+
+    /// Gives an action's cgroup back once the action is over: kept for the
+    /// next one if it is empty now, removed (after a wait) otherwise.
+    pub fn release_cgroup(&self, cgroup: ActionCgroup) {
+        if cgroup.emptied() {
+            if let Ok(mut spare) = self.spare_cgroups.lock() {
+                if spare.len() < SPARE_CGROUPS_MAX {
+                    spare.push(cgroup);
+                }
+            }
+        }
     }
 
     /// Runs `spec`. `cgroup` must be the one named in the spec (if any) so that
@@ -146,53 +239,56 @@ impl Runner {
         redactor: &std::sync::Arc<crate::redact::Redactor>,
     ) -> Result<Outcome> {
         let start = Instant::now();
-        let (ours, theirs) = Channel::pair()?;
-        ours.force_send_buffer(EXEC_SPEC_MAX)?;
-        theirs.force_send_buffer(EXEC_REPORT_MAX)?;
         let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-        let mut prebuilt_spec;
-        let mut spec = spec;
-        let ruleset = match spec {
-            ExecSpec::Command { profile, .. } => self.ruleset(profile),
-            ExecSpec::File { .. } => None,
-        };
-        if let (Some(_), ExecSpec::Command { .. }) = (&ruleset, spec) {
-            prebuilt_spec = spec.clone();
-            if let ExecSpec::Command { command, .. } = &mut prebuilt_spec {
-                command.prebuilt_landlock = true;
-            }
-            spec = &prebuilt_spec;
-        }
-        let mut extras = Vec::with_capacity(2);
-        if let Some(ns) = &self.netns {
-            extras.push((ns.as_fd(), spawn::EXTRA_FD));
-        }
-        if let Some(r) = &ruleset {
-            extras.push((r.as_fd(), sysward_ipc::exec::EXEC_LANDLOCK_FD));
-        }
-        let mut child = spawn::spawn_mapped(
-            &self.exec_path,
-            &[],
-            theirs.into_fd(),
-            &extras,
-            Stdio::from(out_w),
-            Stdio::from(err_w),
-        )?;
-        let mut chan = ours;
         let mut out = Capture::new(self.tmp_dir.join(format!("{save_prefix}.stdout")));
         let mut err = Capture::new(self.tmp_dir.join(format!("{save_prefix}.stderr")));
-        let pidfd = pidfd_open(child.id());
-        if let Err(e) = chan.send(spec) {
-            kill_all(&child, pidfd.as_ref(), false, cgroup);
-            let _ = child.wait();
-            return Ok(not_run(
-                format!("cannot hand the spec to the executor: {e}"),
-                start,
-                out,
-                err,
-            ));
-        }
+        let (mut child, mut chan) = match spec {
+            ExecSpec::Command {
+                profile, command, ..
+            } => match self.start_command(profile, command, cgroup, out_w, err_w) {
+                Ok(child) => (Proc::Jailed(child), None),
+                Err(message) => return Ok(not_run(message, start, out, err)),
+            },
+            ExecSpec::File { .. } => {
+                let (ours, theirs) = Channel::pair()?;
+                ours.force_send_buffer(EXEC_SPEC_MAX)?;
+                theirs.force_send_buffer(EXEC_REPORT_MAX)?;
+                let child = spawn::spawn_mapped(
+                    &self.exec_path,
+                    &[],
+                    theirs.into_fd(),
+                    &[],
+                    Stdio::from(out_w),
+                    Stdio::from(err_w),
+                )?;
+                let mut child = Proc::Executor(child);
+                // Into the action's cgroup before it has its spec: a
+                // validate command it starts is killed with the action.
+                let joined = match cgroup {
+                    Some(cg) => {
+                        std::fs::write(cg.dir().join("cgroup.procs"), child.id().to_string())
+                            .map_err(|e| {
+                                format!("cannot move the executor into {}: {e}", cg.dir().display())
+                            })
+                    }
+                    None => Ok(()),
+                };
+                if let Err(e) = joined.map_err(|e| e.to_string()).and_then(|()| {
+                    ours.send(spec)
+                        .map_err(|e| format!("cannot hand the spec to the executor: {e}"))
+                }) {
+                    kill_all(&child, None, false, cgroup);
+                    let _ = child.wait();
+                    return Ok(not_run(e, start, out, err));
+                }
+                (child, Some(ours))
+            }
+        };
+        let pidfd = match &mut child {
+            Proc::Executor(c) => pidfd_open(c.id()),
+            Proc::Jailed(c) => c.pidfd().try_clone().ok(),
+        };
         // Secrets are masked before anything is kept or saved: a head/tail cut
         // through a value would leave a fragment no later pass recognises.
         let mut out_red = redactor.stream();
@@ -201,7 +297,7 @@ impl Runner {
         let deadline = start + timeout;
         let mut out_r = Some(std::fs::File::from(out_r));
         let mut err_r = Some(std::fs::File::from(err_r));
-        let mut chan_open = true;
+        let mut chan_open = chan.is_some();
         let mut report: Option<ExecReport> = None;
         let mut exited: Option<std::process::ExitStatus> = None;
         let mut exited_at: Option<Instant> = None;
@@ -242,8 +338,8 @@ impl Runner {
                 fds.push(PollFd::new(f.as_fd(), PollFlags::POLLIN));
                 which.push(1);
             }
-            if chan_open {
-                fds.push(PollFd::new(chan.fd(), PollFlags::POLLIN));
+            if let (true, Some(c)) = (chan_open, &chan) {
+                fds.push(PollFd::new(c.fd(), PollFlags::POLLIN));
                 which.push(2);
             }
             if exited.is_none() {
@@ -296,7 +392,11 @@ impl Runner {
                             }
                         }
                     }
-                    2 => match chan.recv::<ExecReport>() {
+                    2 => match chan
+                        .as_mut()
+                        .map(|c| c.recv::<ExecReport>())
+                        .unwrap_or(Err(ChannelError::Closed))
+                    {
                         Ok(r) => report = Some(r),
                         Err(ChannelError::Closed) => chan_open = false,
                         Err(e) => {
@@ -392,7 +492,7 @@ fn not_run(error: String, start: Instant, out: Capture, err: Capture) -> Outcome
 ///
 /// The group is signalled by number only while the leader is unreaped (its pid
 /// cannot have been reused then); the leader itself through its pidfd.
-fn kill_all(child: &Child, pidfd: Option<&OwnedFd>, reaped: bool, cgroup: Option<&ActionCgroup>) {
+fn kill_all(child: &Proc, pidfd: Option<&OwnedFd>, reaped: bool, cgroup: Option<&ActionCgroup>) {
     if let Some(cg) = cgroup {
         cg.kill();
     }
@@ -410,6 +510,36 @@ fn kill_all(child: &Child, pidfd: Option<&OwnedFd>, reaped: bool, cgroup: Option
                 std::ptr::null::<libc::siginfo_t>(),
                 0,
             );
+        }
+    }
+}
+
+/// The action's first process: `sysward-exec` (file operations) or the
+/// confined command itself.
+enum Proc {
+    Executor(Child),
+    Jailed(ConfinedChild),
+}
+
+impl Proc {
+    fn id(&self) -> u32 {
+        match self {
+            Proc::Executor(c) => c.id(),
+            Proc::Jailed(c) => c.id(),
+        }
+    }
+
+    fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        match self {
+            Proc::Executor(c) => c.try_wait(),
+            Proc::Jailed(c) => c.try_wait(),
+        }
+    }
+
+    fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match self {
+            Proc::Executor(c) => c.wait(),
+            Proc::Jailed(c) => c.wait(),
         }
     }
 }

@@ -31,6 +31,8 @@ struct State {
     /// Length of the log after our last write: a different length means
     /// another process (e.g. `sysward approve` beside the daemon) appended.
     len: u64,
+    /// A record was written without fdatasync (see [`Audit::record_lazy`]).
+    unsynced: bool,
 }
 
 /// Holds an exclusive flock on the log for one read-modify-append, so several
@@ -276,6 +278,7 @@ impl Audit {
                 file,
                 seq: verified.records,
                 last_hash: verified.last_hash,
+                unsynced: false,
             }),
         })
     }
@@ -286,6 +289,17 @@ impl Audit {
 
     /// Appends one event (an object with at least `"event"`), durably.
     pub fn record(&self, event: Value) -> Result<u64> {
+        self.append(event, true)
+    }
+
+    /// Appends one event without waiting for the disk: for the outcome of an
+    /// action whose start is already on disk. The next [`Audit::record`],
+    /// [`Audit::anchor`] or drop makes it durable.
+    pub fn record_lazy(&self, event: Value) -> Result<u64> {
+        self.append(event, false)
+    }
+
+    fn append(&self, event: Value, sync: bool) -> Result<u64> {
         let mut state = self
             .state
             .lock()
@@ -317,7 +331,12 @@ impl Audit {
         line.pop(); // the closing brace
         line.extend_from_slice(format!(",\"hash\":\"{hash}\"}}\n").as_bytes());
         (&state.file).write_all(&line)?;
-        state.file.sync_data()?;
+        if sync {
+            state.file.sync_data()?;
+            state.unsynced = false;
+        } else {
+            state.unsynced = true;
+        }
         state.seq = seq;
         state.last_hash = hash;
         state.len = len + line.len() as u64;
@@ -326,11 +345,16 @@ impl Audit {
 
     /// Writes the head anchor (last sequence and hash) apart from the log.
     pub fn anchor(&self) -> Result<(u64, String)> {
-        let state = self
+        let mut state = self
             .state
             .lock()
             .map_err(|_| anyhow::anyhow!("audit state poisoned"))?;
+        let state = &mut *state;
         let _lock = LogLock::take(&state.file)?;
+        if state.unsynced {
+            state.file.sync_data()?;
+            state.unsynced = false;
+        }
         if state.file.metadata()?.len() != state.len {
             // Another writer appended after our last record: it anchors its own.
             return Ok((state.seq, state.last_hash.clone()));
@@ -344,6 +368,16 @@ impl Audit {
             state.last_hash
         ));
         Ok((state.seq, state.last_hash.clone()))
+    }
+}
+
+impl Drop for Audit {
+    fn drop(&mut self) {
+        if let Ok(state) = self.state.lock() {
+            if state.unsynced {
+                let _ = state.file.sync_data();
+            }
+        }
     }
 }
 

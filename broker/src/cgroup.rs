@@ -48,6 +48,13 @@ impl ActionCgroup {
         let _ = fs::write(self.dir.join("cgroup.kill"), "1");
     }
 
+    /// Kills what is left and tells whether the cgroup is empty now, so that
+    /// it can serve the next action as if new.
+    pub fn emptied(&self) -> bool {
+        self.kill();
+        !self.populated()
+    }
+
     fn populated(&self) -> bool {
         fs::read_to_string(self.dir.join("cgroup.events"))
             .map(|e| e.lines().any(|l| l == "populated 1"))

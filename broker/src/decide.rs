@@ -369,7 +369,6 @@ impl Plan {
                         cwd: c.cwd.display().to_string(),
                         netns_path: if profile.network { None } else { netns_path },
                         cgroup_dir,
-                        prebuilt_landlock: false,
                     },
                     profile,
                 })
@@ -436,29 +435,42 @@ pub fn decide_bounded(
             "classifier time limit",
         );
     }
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (engine, owned) = (std::sync::Arc::clone(engine), plan.clone());
-    let spawned = std::thread::Builder::new()
-        .name("classify".to_string())
-        .stack_size(8 << 20)
-        .spawn(move || {
-            let d = decide(&engine, &owned);
-            if tx.send(d).is_err() {
-                // The deadline passed: this thread was counted as stuck.
-                STUCK_CLASSIFIERS.fetch_sub(1, Ordering::SeqCst);
+    let worker = match IDLE_CLASSIFIERS.lock().ok().and_then(|mut idle| idle.pop()) {
+        Some(w) => w,
+        None => match Classifier::start() {
+            Ok(w) => w,
+            Err(_) => {
+                return deny(
+                    "cannot start the command classifier".to_string(),
+                    "classifier unavailable",
+                )
             }
-        });
-    if spawned.is_err() {
+        },
+    };
+    if worker
+        .jobs
+        .send((std::sync::Arc::clone(engine), plan.clone()))
+        .is_err()
+    {
         return deny(
-            "cannot start the command classifier".to_string(),
+            "the command classifier stopped".to_string(),
             "classifier unavailable",
         );
     }
-    match rx.recv_timeout(limit) {
-        Ok(d) => d,
+    match worker.answers.recv_timeout(limit) {
+        Ok(d) => {
+            if let Ok(mut idle) = IDLE_CLASSIFIERS.lock() {
+                if idle.len() < MAX_IDLE_CLASSIFIERS {
+                    idle.push(worker);
+                }
+            }
+            d
+        }
         Err(_) => {
+            // Abandoned: the thread finds its answer channel closed when (if)
+            // the parse ends, uncounts itself and exits.
             STUCK_CLASSIFIERS.fetch_add(1, Ordering::SeqCst);
-            drop(rx);
+            drop(worker);
             deny(
                 format!(
                     "the command could not be classified within {} ms; simplify it",
@@ -467,6 +479,39 @@ pub fn decide_bounded(
                 "classifier time limit",
             )
         }
+    }
+}
+
+type ClassifyJob = (std::sync::Arc<Engine>, Plan);
+
+/// A classifier thread kept between decisions (starting a thread per
+/// decision cost more than the decision).
+struct Classifier {
+    jobs: std::sync::mpsc::Sender<ClassifyJob>,
+    answers: std::sync::mpsc::Receiver<Decision>,
+}
+
+const MAX_IDLE_CLASSIFIERS: usize = 2;
+static IDLE_CLASSIFIERS: std::sync::Mutex<Vec<Classifier>> = std::sync::Mutex::new(Vec::new());
+
+impl Classifier {
+    fn start() -> std::io::Result<Classifier> {
+        use std::sync::atomic::Ordering;
+        let (jobs, job_rx) = std::sync::mpsc::channel::<ClassifyJob>();
+        let (answer_tx, answers) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("classify".to_string())
+            .stack_size(8 << 20)
+            .spawn(move || {
+                while let Ok((engine, plan)) = job_rx.recv() {
+                    if answer_tx.send(decide(&engine, &plan)).is_err() {
+                        // The deadline passed: this thread was counted as stuck.
+                        STUCK_CLASSIFIERS.fetch_sub(1, Ordering::SeqCst);
+                        return;
+                    }
+                }
+            })?;
+        Ok(Classifier { jobs, answers })
     }
 }
 

@@ -372,6 +372,11 @@ impl<'a> Session<'a> {
         self.ctx.audit.record(record)
     }
 
+    fn audit_lazy(&self, mut record: serde_json::Value) -> Result<u64> {
+        self.secrets.redactor().redact_json(&mut record);
+        self.ctx.audit.record_lazy(record)
+    }
+
     fn answer(&mut self, answer: AgentAnswer) -> Result<()> {
         self.chan.send(&answer).context("cannot answer the agent")
     }
@@ -680,6 +685,7 @@ impl<'a> Session<'a> {
             _ => "policy".to_string(),
         };
         record["approved_by"] = json!(approved_by);
+        let mut executed = false;
         let result = if self.dry_run && !crate::decide::runs_in_dry_run(decision.category) {
             ToolResult::refused(
                 &call_id,
@@ -695,6 +701,18 @@ impl<'a> Session<'a> {
                 ),
             )
         } else {
+            // Written and on disk before anything runs: a crash or a kill
+            // during the action still leaves its record.
+            let mut start = record.clone();
+            start["event"] = json!("action_start");
+            if let Err(e) = self.audit(start) {
+                return ToolResult::refused(
+                    &call_id,
+                    ToolStatus::Error,
+                    format!("the audit log cannot be written, so nothing ran: {e}"),
+                );
+            }
+            executed = true;
             self.actions += 1;
             let (result, change) = self.execute(&call_id, &plan, &decision);
             if let Some(c) = change {
@@ -709,7 +727,14 @@ impl<'a> Session<'a> {
         record["duration_ms"] = json!(started.elapsed().as_millis() as u64);
         record["bytes_out"] =
             json!(result.stdout.len() + result.stderr.len() + result.message.len());
-        if let Err(e) = self.audit(record) {
+        // The outcome of a started action rides on the start record's sync
+        // (the next record or the session's end makes it durable).
+        let audited = if executed {
+            self.audit_lazy(record)
+        } else {
+            self.audit(record)
+        };
+        if let Err(e) = audited {
             return ToolResult::refused(
                 &call_id,
                 ToolStatus::Error,
@@ -974,16 +999,18 @@ impl<'a> Session<'a> {
                 break outcome;
             }
             attempt += 1;
-            // A fresh cgroup of the same name for the next attempt.
-            let name = cgroup.as_ref().and_then(|c| {
-                c.dir()
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-            });
-            drop(cgroup.take());
-            cgroup = name.and_then(|n| self.ctx.runner.cgroup_for(&n));
+            // An emptied cgroup for the next attempt.
+            if let Some(c) = cgroup.take() {
+                self.ctx.runner.release_cgroup(c);
+            }
+            cgroup = self
+                .ctx
+                .runner
+                .cgroup_for(&format!("a{action_id}-r{attempt}"));
         };
-        drop(cgroup);
+        if let Some(c) = cgroup {
+            self.ctx.runner.release_cgroup(c);
+        }
         let mut result = ToolResult::refused(call_id, ToolStatus::Ok, String::new());
         result.duration_ms = outcome.duration.as_millis() as u64;
         result.stdout = outcome.stdout.text;

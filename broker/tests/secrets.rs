@@ -768,7 +768,6 @@ fn executor_specs_and_file_operations() {
             cwd: "/root".to_string(),
             netns_path: None,
             cgroup_dir: None,
-            prebuilt_landlock: false,
         },
     };
     let subs = s.substitute_spec(&mut spec).unwrap();
@@ -787,7 +786,6 @@ fn executor_specs_and_file_operations() {
             cwd: "/root".to_string(),
             netns_path: None,
             cgroup_dir: None,
-            prebuilt_landlock: false,
         },
     };
     assert!(matches!(

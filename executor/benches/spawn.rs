@@ -1,23 +1,26 @@
-//! Spawn latency, measured in one run: a bare `/bin/true`, `/bin/true` through
-//! `sysward-exec` with a read-only profile (uid drop, caps cleared,
-//! no_new_privs, Landlock read-all-except-protected, seccomp deny-list, the
-//! broker's pre-made empty network namespace), and bubblewrap
-//! (`--ro-bind / / --unshare-net --unshare-pid --die-with-parent`).
-//! The executor is measured twice: building the profile's Landlock ruleset
-//! itself, and with the ruleset prebuilt once (the broker's per-profile
-//! cache, passed as fd 5). Runs are interleaved so drift hits all three alike. Needs root.
+//! Spawn latency, measured in one run: a bare `/bin/true`, `/bin/true`
+//! started the broker's way (`sysward_sandbox::jail`: a read-only profile —
+//! uid drop, caps cleared, no_new_privs, Landlock read-all-except-protected,
+//! seccomp deny-list, the broker's pre-made empty network namespace — applied
+//! in a clone(CLONE_VM|CLONE_VFORK) child before its execve), and bubblewrap
+//! (`--ro-bind / / --unshare-net --unshare-pid --die-with-parent`). The jail
+//! is measured with the broker's cached ruleset and with the ruleset built per
+//! action; `sysward-exec` starting and refusing shows what a second exec would
+//! cost. Runs are interleaved so drift hits all alike. Needs root.
 //!
 //! `cargo bench -p sysward-exec --bench spawn [-- RUNS]`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Read;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use sysward_ipc::exec::{CommandSpec, ExecSpec};
+use sysward_ipc::exec::CommandSpec;
 use sysward_ipc::profile::{ConfinementProfile, ResourceLimits};
 use sysward_ipc::Channel;
+use sysward_sandbox::jail::{self, Jail, JailParts};
 
 const EXE: &str = env!("CARGO_BIN_EXE_sysward-exec");
 
@@ -69,12 +72,12 @@ fn bwrap() -> Duration {
     t.elapsed()
 }
 
-fn exec(frame: &[u8], netns: &OwnedFd, ruleset: Option<&OwnedFd>) -> Duration {
+/// `sysward-exec` started and refusing a garbage frame: the cost of the
+/// second exec the jail saves.
+fn exec_refuse() -> Duration {
     let t = Instant::now();
     let (mut ours, theirs) = Channel::pair().unwrap();
     let fd = theirs.raw_fd();
-    let ns = netns.as_raw_fd();
-    let ll = ruleset.map(|f| f.as_raw_fd());
     let mut cmd = Command::new(EXE);
     cmd.env_clear()
         .stdin(Stdio::null())
@@ -83,40 +86,37 @@ fn exec(frame: &[u8], netns: &OwnedFd, ruleset: Option<&OwnedFd>) -> Duration {
     // SAFETY: only dup2 between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::dup2(fd, 3) < 0 || libc::dup2(ns, 4) < 0 {
+            if libc::dup2(fd, 3) < 0 {
                 return Err(std::io::Error::last_os_error());
-            }
-            if let Some(ll) = ll {
-                if libc::dup2(ll, 5) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
             }
             Ok(())
         });
     }
     let child = cmd.spawn().unwrap();
     drop(theirs);
-    ours.send_frame(frame).unwrap();
-    // EOF (no report) = confined and exec'd; a garbage frame is refused.
+    ours.send_frame(b"garbage").unwrap();
     match ours.recv::<sysward_ipc::exec::ExecReport>() {
-        Err(e) if e.is_disconnect() => {}
-        Ok(sysward_ipc::exec::ExecReport::Refused { .. }) if frame == b"garbage" => {
-            let _ = child_wait(child);
-            return t.elapsed();
-        }
-        other => panic!("executor reported instead of running: {other:?}"),
+        Ok(sysward_ipc::exec::ExecReport::Refused { .. }) => {}
+        other => panic!("executor did not refuse: {other:?}"),
     }
-    finish(child);
+    let _ = child_wait(child);
     t.elapsed()
 }
 
-/// A descriptor kept above the fds the child's dup2s overwrite.
-fn high_fd(fd: OwnedFd) -> OwnedFd {
-    // SAFETY: F_DUPFD_CLOEXEC on a live fd returns a new fd >= 10 or -1.
-    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
-    assert!(n >= 10);
-    // SAFETY: the fd was just created and is ours.
-    unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(n) }
+/// The broker's way: prepare (cached ruleset and seccomp program), one
+/// clone(CLONE_VM|CLONE_VFORK), the steps in the child, execve; then wait.
+fn jailed(profile: &ConfinementProfile, command: &CommandSpec, parts: JailParts) -> Duration {
+    let t = Instant::now();
+    let jail = Jail::prepare(profile, command, parts).unwrap();
+    let (mut out_r, out_w) = std::io::pipe().unwrap();
+    let (mut err_r, err_w) = std::io::pipe().unwrap();
+    let child = jail.spawn(out_w.into(), err_w.into()).unwrap();
+    let mut sink = Vec::new();
+    let _ = out_r.read_to_end(&mut sink);
+    let _ = err_r.read_to_end(&mut sink);
+    let st = child.wait().unwrap();
+    assert!(st.success(), "jailed /bin/true failed: {st:?}");
+    t.elapsed()
 }
 
 /// The process holding the empty network namespace; killed even on panic.
@@ -175,7 +175,7 @@ fn main() {
     let opened: OwnedFd = std::fs::File::open(format!("/proc/{}/ns/net", holder.0.id()))
         .unwrap()
         .into();
-    let netns = high_fd(opened);
+    let netns = opened;
     let profile = ConfinementProfile {
         name: "read-only".into(),
         uid: 65534,
@@ -193,89 +193,83 @@ fn main() {
         limits: ResourceLimits::default(),
         scratch_dir: None,
     };
-    let spec = ExecSpec::Command {
-        id: 1,
-        profile,
-        command: CommandSpec {
-            argv: vec!["/bin/true".into()],
-            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
-            cwd: "/".into(),
-            netns_path: Some("/proc/self/fd/4".into()),
-            cgroup_dir: None,
-            prebuilt_landlock: false,
-        },
+    let command = CommandSpec {
+        argv: vec!["/bin/true".into()],
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        cwd: "/".into(),
+        netns_path: None,
+        cgroup_dir: None,
     };
-    let frame = sysward_ipc::codec::encode(&spec).unwrap();
-    // The broker's per-profile cache: the ruleset built once, passed as fd 5.
-    let profile = match &spec {
-        ExecSpec::Command { profile, .. } => profile.clone(),
-        ExecSpec::File { profile, .. } => profile.clone(),
+    // The broker's caches: the ruleset and the seccomp program built once.
+    let ruleset = Arc::new(
+        sysward_sandbox::profile_rules::prebuild_ruleset(&profile, &Default::default()).unwrap(),
+    );
+    let seccomp = Arc::new(
+        jail::kernel_program(&jail::seccomp_program(&profile, std::process::id() as i32).unwrap())
+            .unwrap(),
+    );
+    let netns = Arc::new(netns);
+    let cached = || JailParts {
+        landlock_ruleset: Arc::clone(&ruleset),
+        seccomp: Arc::clone(&seccomp),
+        netns: Some(Arc::clone(&netns)),
+        cgroup_dir: None,
     };
-    let ruleset = high_fd(sysward_sandbox::profile_rules::prebuild_ruleset(&profile).unwrap());
-    let spec_pre = match spec.clone() {
-        ExecSpec::Command {
-            id,
-            profile,
-            mut command,
-        } => {
-            command.prebuilt_landlock = true;
-            ExecSpec::Command {
-                id,
-                profile,
-                command,
-            }
-        }
-        other => other,
+    let built = || JailParts {
+        landlock_ruleset: Arc::new(
+            sysward_sandbox::profile_rules::prebuild_ruleset(&profile, &Default::default())
+                .unwrap(),
+        ),
+        ..cached()
     };
-    let frame_pre = sysward_ipc::codec::encode(&spec_pre).unwrap();
     // Warm up caches.
     for _ in 0..20 {
         bare();
-        exec(&frame, &netns, None);
-        exec(&frame_pre, &netns, Some(&ruleset));
+        jailed(&profile, &command, cached());
+        exec_refuse();
         if have_bwrap {
             bwrap();
         }
     }
-    let (mut b, mut e, mut p, mut w) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut g = Vec::new();
+    let (mut b, mut j, mut jb, mut g, mut w) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         b.push(bare());
-        g.push(exec(b"garbage", &netns, None));
-        e.push(exec(&frame, &netns, None));
-        p.push(exec(&frame_pre, &netns, Some(&ruleset)));
+        j.push(jailed(&profile, &command, cached()));
+        jb.push(jailed(&profile, &command, built()));
+        g.push(exec_refuse());
         if have_bwrap {
             w.push(bwrap());
         }
     }
     drop(holder);
     let sb = stats(&mut b);
-    let se = stats(&mut e);
-    let sp = stats(&mut p);
+    let sj = stats(&mut j);
+    let sjb = stats(&mut jb);
     let sg = stats(&mut g);
     let row = |name: &str, s: &Stats| {
         println!(
-            "  {name:<48} median {:>6.3}  p99 {:>6.3}  mean {:>6.3}",
+            "  {name:<52} median {:>6.3}  p99 {:>6.3}  mean {:>6.3}",
             s.median, s.p99, s.mean
         )
     };
     println!("spawn latency over {runs} interleaved runs (ms):");
     row("bare /bin/true", &sb);
-    row("sysward-exec read-only, ruleset built per action", &se);
-    row("sysward-exec read-only, prebuilt ruleset (fd 5)", &sp);
-    row("(sysward-exec start + refuse, no confinement)", &sg);
+    row("jailed read-only /bin/true, cached ruleset+seccomp", &sj);
+    row("jailed, ruleset built per action", &sjb);
+    row("(sysward-exec start + refuse: the exec saved)", &sg);
     println!(
-        "  sysward-exec / bare (median): built {:.2}x, prebuilt {:.2}x   target <= 2x",
-        se.median / sb.median,
-        sp.median / sb.median
+        "  jailed / bare (median): cached {:.2}x, built {:.2}x",
+        sj.median / sb.median,
+        sjb.median / sb.median
     );
     if have_bwrap {
         let sw = stats(&mut w);
         row("bwrap --ro-bind / / --unshare-net --unshare-pid", &sw);
         println!(
-            "  bwrap / sysward-exec (median): built {:.2}x, prebuilt {:.2}x   target >= 3x",
-            sw.median / se.median,
-            sw.median / sp.median
+            "  bwrap / jailed (median): cached {:.2}x, built {:.2}x",
+            sw.median / sj.median,
+            sw.median / sjb.median
         );
     } else {
         println!("  bwrap not installed (apt-get install -y bubblewrap): comparison skipped");

@@ -1,13 +1,12 @@
-//! `sysward-exec`: the one-shot confined executor.
+//! `sysward-exec`: the one-shot confined executor of file operations.
 //!
 //! Contract with the broker: exec'd with no arguments, an empty environment,
 //! stdin `/dev/null`, stdout/stderr pipes, and fd 3 a SEQPACKET socket carrying
-//! exactly one [`ExecSpec`] (optionally fd 4: the broker's empty network
-//! namespace, named in the spec as `/proc/self/fd/4`). The executor applies the
-//! spec's profile in full — or reports `ConfinementFailed` and exits 126 —
-//! then either `execve`s the command (fd 3 is close-on-exec: EOF on the
-//! broker's end means the command runs, with this pid) or performs the file
-//! operation and reports `FileDone` / `FileFailed`.
+//! exactly one [`ExecSpec::File`]. The executor applies the spec's profile in
+//! full — or reports `ConfinementFailed` and exits 126 — then performs the
+//! file operation and reports `FileDone` / `FileFailed`. Commands are not
+//! run here: the broker starts them itself with the same steps in a forked
+//! child (`sysward_sandbox::jail`), which saves this program's exec.
 
 mod confine;
 mod fileops;
@@ -17,17 +16,13 @@ use std::ffi::CString;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use sysward_ipc::exec::{
-    CommandSpec, ExecReport, ExecSpec, FileOp, EXEC_CHANNEL_FD, EXEC_LANDLOCK_FD,
-};
+use sysward_ipc::exec::{ExecReport, ExecSpec, FileOp, EXEC_CHANNEL_FD};
 use sysward_ipc::profile::ConfinementProfile;
 use sysward_ipc::Channel;
 use sysward_sandbox::profile_rules as rules;
 
 /// Exit status when nothing ran (confinement failed, spec refused).
 const EXIT_NOT_RUN: i32 = 126;
-/// Exit status when execve itself failed.
-const EXIT_EXEC_FAILED: i32 = 127;
 
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -74,9 +69,10 @@ fn main() {
         Err(e) => refuse(&chan, format!("cannot read the spec: {e}")),
     };
     match spec {
-        ExecSpec::Command {
-            profile, command, ..
-        } => run_command(&chan, &profile, &command),
+        ExecSpec::Command { .. } => refuse(
+            &chan,
+            "sysward-exec performs file operations only; the broker starts commands itself (sysward_sandbox::jail)".into(),
+        ),
         ExecSpec::File {
             profile,
             op,
@@ -85,111 +81,6 @@ fn main() {
             ..
         } => run_file(&chan, &profile, &op, backup, env),
     }
-}
-
-fn cstrings(v: impl Iterator<Item = String>) -> Result<Vec<CString>, String> {
-    v.map(|s| {
-        CString::new(s).map_err(|_| "argument or environment contains a NUL byte".to_string())
-    })
-    .collect()
-}
-
-fn run_command(chan: &Channel, profile: &ConfinementProfile, cmd: &CommandSpec) -> ! {
-    if cmd.argv.is_empty() || !cmd.argv[0].starts_with('/') {
-        refuse(chan, "argv[0] must be an absolute path".into());
-    }
-    // Everything execve needs is built before confinement.
-    let argv = cstrings(cmd.argv.iter().cloned()).unwrap_or_else(|e| refuse(chan, e));
-    let envp = cstrings(cmd.env.iter().map(|(k, v)| format!("{k}={v}")))
-        .unwrap_or_else(|e| refuse(chan, e));
-    let cwd = CString::new(cmd.cwd.clone())
-        .unwrap_or_else(|_| refuse(chan, "cwd contains a NUL byte".into()));
-    let mut argv_p: Vec<*const libc::c_char> = argv.iter().map(|c| c.as_ptr()).collect();
-    argv_p.push(std::ptr::null());
-    let mut envp_p: Vec<*const libc::c_char> = envp.iter().map(|c| c.as_ptr()).collect();
-    envp_p.push(std::ptr::null());
-
-    let network = confine::network_for(profile, cmd.netns_path.as_deref());
-    let mut keep = vec![0, 1, 2, EXEC_CHANNEL_FD];
-    if cmd.prebuilt_landlock {
-        keep.push(EXEC_LANDLOCK_FD);
-    }
-    if let Err(e) = confine::prepare(profile, network, cmd.cgroup_dir.as_deref(), &keep) {
-        confinement_failed(chan, e);
-    }
-    let prebuilt = if cmd.prebuilt_landlock {
-        // SAFETY: F_GETFD only queries the descriptor table.
-        if unsafe { libc::fcntl(EXEC_LANDLOCK_FD, libc::F_GETFD) } < 0 {
-            confinement_failed(
-                chan,
-                confine::StepError {
-                    step: "landlock".into(),
-                    error: format!(
-                        "the spec names a prebuilt ruleset but fd {EXEC_LANDLOCK_FD} is not open"
-                    ),
-                },
-            );
-        }
-        // SAFETY: fd 5 is open (checked) and survived close_fds_except because
-        // the spec says the broker put the ruleset there; from_fd checks what
-        // it is, and nothing else in this process owns it.
-        Some(unsafe { OwnedFd::from_raw_fd(EXEC_LANDLOCK_FD) })
-    } else {
-        None
-    };
-    let prepared = confine::build(profile, &rules::Extra::default(), prebuilt)
-        .unwrap_or_else(|e| confinement_failed(chan, e));
-    // SAFETY: umask takes an integer and cannot fail.
-    unsafe { libc::umask(0o022) };
-    if let Err(e) = confine::apply(profile, prepared) {
-        confinement_failed(chan, e);
-    }
-    // As the action's uid: the cwd is checked with its permissions.
-    // SAFETY: `cwd` is NUL-terminated and outlives the call.
-    if unsafe { libc::chdir(cwd.as_ptr()) } < 0 {
-        let e = std::io::Error::last_os_error();
-        send(
-            chan,
-            &ExecReport::ExecFailed {
-                error: format!("cannot enter {}: {e}", cmd.cwd),
-            },
-        );
-        std::process::exit(EXIT_EXEC_FAILED);
-    }
-    // SAFETY: F_SETFD on our own channel fd; no memory involved.
-    if unsafe { libc::fcntl(EXEC_CHANNEL_FD, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
-        let e = std::io::Error::last_os_error();
-        confinement_failed(
-            chan,
-            confine::StepError {
-                step: "close-on-exec".into(),
-                error: e.to_string(),
-            },
-        );
-    }
-    // Rust's runtime ignores SIGPIPE, and ignored signals and the mask
-    // survive execve: the command starts with every default (`yes | head`
-    // must end quietly).
-    if let Err(e) = sysward_sandbox::sys::reset_signals() {
-        confinement_failed(
-            chan,
-            confine::StepError {
-                step: "signals".into(),
-                error: e.to_string(),
-            },
-        );
-    }
-    // SAFETY: argv_p/envp_p are NULL-terminated arrays of pointers into the
-    // live CStrings above; execve only returns on failure.
-    unsafe { libc::execve(argv_p[0], argv_p.as_ptr(), envp_p.as_ptr()) };
-    let e = std::io::Error::last_os_error();
-    send(
-        chan,
-        &ExecReport::ExecFailed {
-            error: format!("{}: {e}", cmd.argv[0]),
-        },
-    );
-    std::process::exit(EXIT_EXEC_FAILED);
 }
 
 /// `YYYYMMDD-HHMMSS` in local time (the timezone is read before confinement).
@@ -338,11 +229,11 @@ fn run_file(
     // The executor's own file operation needs no network; a validate command
     // gets the profile's network like any command.
     let network = if validate.is_some() {
-        confine::network_for(profile, None)
+        confine::network_for(profile)
     } else {
         confine::Network::Host
     };
-    if let Err(e) = confine::prepare(profile, network, None, &[0, 1, 2, EXEC_CHANNEL_FD]) {
+    if let Err(e) = confine::prepare(profile, network, &[0, 1, 2, EXEC_CHANNEL_FD]) {
         confinement_failed(chan, e);
     }
     let prepared = confine::build(profile, &rules::Extra::default(), None)

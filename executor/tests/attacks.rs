@@ -149,32 +149,7 @@ fn spawn_raw(frame: &[u8], o: &Opts) -> Run {
     drop(theirs);
     let mut chan = ours;
     chan.send_frame(frame).unwrap();
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    // Drain both pipes with a fixed memory bound, counting what is dropped.
-    let out_t = std::thread::spawn(move || {
-        let mut keep = Vec::new();
-        let mut total = 0u64;
-        let mut buf = vec![0u8; 64 << 10];
-        loop {
-            match out.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    total += n as u64;
-                    if keep.len() < (64 << 10) {
-                        keep.extend_from_slice(&buf[..n.min((64 << 10) - keep.len())]);
-                    }
-                }
-            }
-        }
-        (keep, total)
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.by_ref().take(64 << 10).read_to_end(&mut v);
-        let _ = std::io::copy(&mut err, &mut std::io::sink());
-        v
-    });
+    let (out_t, err_t) = drain(child.stdout.take().unwrap(), child.stderr.take().unwrap());
     let report = match chan.wait_readable(o.timeout.as_millis() as i32) {
         Ok(true) => chan.recv::<ExecReport>().ok(),
         _ => None,
@@ -213,9 +188,162 @@ fn spawn_raw(frame: &[u8], o: &Opts) -> Run {
     }
 }
 
+/// The harness plays the broker, but lives elsewhere: the binaries beside
+/// `sysward-exec` are protected as the broker protects its own.
+fn harness_extra() -> sysward_sandbox::profile_rules::Extra {
+    sysward_sandbox::profile_rules::Extra {
+        write_protected: sysward_sandbox::profile_rules::binaries_in(
+            Path::new(EXE).parent().unwrap(),
+        ),
+        ..Default::default()
+    }
+}
+
+/// Commands start as the broker starts them (`sysward_sandbox::jail`: one
+/// fork, the confinement steps in the child, one exec); file operations go
+/// to `sysward-exec`.
 fn spawn(spec: &ExecSpec, o: &Opts) -> Run {
-    let frame = sysward_ipc::codec::encode(spec).unwrap();
-    spawn_raw(&frame, o)
+    match spec {
+        ExecSpec::Command {
+            profile, command, ..
+        } => spawn_jailed(profile, command, o),
+        ExecSpec::File { .. } => {
+            let frame = sysward_ipc::codec::encode(spec).unwrap();
+            spawn_raw(&frame, o)
+        }
+    }
+}
+
+fn spawn_jailed(profile: &ConfinementProfile, command: &CommandSpec, o: &Opts) -> Run {
+    use std::os::unix::process::ExitStatusExt;
+    use std::sync::Arc;
+    use sysward_sandbox::jail::{self, Jail, JailParts, SpawnError};
+    let not_run = |report: ExecReport, code: i32| Run {
+        report: Some(report),
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+        status: std::process::ExitStatus::from_raw(code << 8),
+        stdout_total: 0,
+        timed_out: false,
+    };
+    let confinement_failed = |step: &str, error: String| {
+        not_run(
+            ExecReport::ConfinementFailed {
+                step: step.to_string(),
+                error,
+            },
+            126,
+        )
+    };
+    let ruleset = match o.landlock_fd {
+        Some(fd) => fd.try_clone().unwrap(),
+        None => match sysward_sandbox::profile_rules::prebuild_ruleset(profile, &harness_extra()) {
+            Ok(fd) => fd,
+            Err(e) => return confinement_failed(e.step_name(), e.to_string()),
+        },
+    };
+    let seccomp = match jail::seccomp_program(profile, std::process::id() as i32)
+        .and_then(|p| jail::kernel_program(&p))
+    {
+        Ok(p) => p,
+        Err(e) => return confinement_failed(e.step_name(), e.to_string()),
+    };
+    // The spec names the namespace and cgroup; the broker resolves them.
+    let netns = command
+        .netns_path
+        .as_ref()
+        .map(|p| Arc::new(OwnedFd::from(std::fs::File::open(p).unwrap())));
+    let parts = JailParts {
+        landlock_ruleset: Arc::new(ruleset),
+        seccomp: Arc::new(seccomp),
+        netns,
+        cgroup_dir: command.cgroup_dir.as_ref().map(PathBuf::from),
+    };
+    let jail = match Jail::prepare(profile, command, parts) {
+        Ok(j) => j,
+        Err(e) => return confinement_failed(e.step_name(), e.to_string()),
+    };
+    let (out_r, out_w) = std::io::pipe().unwrap();
+    let (err_r, err_w) = std::io::pipe().unwrap();
+    let child = match jail.spawn(out_w.into(), err_w.into()) {
+        Ok(c) => c,
+        Err(SpawnError::Prepare(e)) => return confinement_failed(e.step_name(), e.to_string()),
+        Err(SpawnError::Confinement { step, error }) => {
+            return confinement_failed(step, error.to_string())
+        }
+        Err(e) => {
+            return not_run(
+                ExecReport::ExecFailed {
+                    error: e.to_string(),
+                },
+                127,
+            )
+        }
+    };
+    let (out_t, err_t) = drain(out_r, err_r);
+    let start = Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if start.elapsed() > o.timeout {
+            timed_out = true;
+            if let Some(cg) = o.cgroup {
+                cg.kill();
+            }
+            // SAFETY: signal to the process group the child leads.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    if let Some(cg) = o.cgroup {
+        // Anything left behind (setsid'd, double-forked) dies with the action.
+        cg.kill();
+    }
+    let (stdout, stdout_total) = out_t.join().unwrap();
+    let stderr = err_t.join().unwrap();
+    Run {
+        report: None,
+        stdout,
+        stderr,
+        status,
+        stdout_total,
+        timed_out,
+    }
+}
+
+type Drained = (
+    std::thread::JoinHandle<(Vec<u8>, u64)>,
+    std::thread::JoinHandle<Vec<u8>>,
+);
+
+/// Drains both pipes with a fixed memory bound, counting what is dropped.
+fn drain(mut out: impl Read + Send + 'static, mut err: impl Read + Send + 'static) -> Drained {
+    let out_t = std::thread::spawn(move || {
+        let mut keep = Vec::new();
+        let mut total = 0u64;
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            match out.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    total += n as u64;
+                    if keep.len() < (64 << 10) {
+                        keep.extend_from_slice(&buf[..n.min((64 << 10) - keep.len())]);
+                    }
+                }
+            }
+        }
+        (keep, total)
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.by_ref().take(64 << 10).read_to_end(&mut v);
+        let _ = std::io::copy(&mut err, &mut std::io::sink());
+        v
+    });
+    (out_t, err_t)
 }
 
 fn base_profile() -> ConfinementProfile {
@@ -268,7 +396,6 @@ fn command_in(
             cwd: "/".into(),
             netns_path: netns.map(str::to_string),
             cgroup_dir: cgroup.map(|c| c.0.display().to_string()),
-            prebuilt_landlock: false,
         },
     }
 }
@@ -447,7 +574,12 @@ fn case_basic(t: &mut T) {
     let r = spawn_raw(b"garbage-frame", &Opts::default());
     t.check(
         matches!(r.report, Some(ExecReport::Refused { .. })) && r.code() == Some(126),
-        format!("garbage frame -> Refused: {:?}", r.report),
+        format!(
+            "garbage frame -> Refused: {:?} {:?} {:?}",
+            r.report,
+            r.status,
+            r.err()
+        ),
     );
     let mut p = base_profile();
     p.capabilities = vec!["CAP_NOT_A_CAP".into()];
@@ -470,15 +602,6 @@ fn case_basic(t: &mut T) {
         !r.out().contains("SECRET") && r.out().contains("PATH="),
         format!("clean env: {:?}", r.out()),
     );
-}
-
-/// A descriptor kept above the fds the child's dup2s overwrite.
-fn high_fd(fd: OwnedFd) -> OwnedFd {
-    // SAFETY: F_DUPFD_CLOEXEC on a live fd returns a new fd >= 10 or -1.
-    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
-    assert!(n >= 10);
-    // SAFETY: the fd was just created and is ours.
-    unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(n) }
 }
 
 /// Runs inside a pty (the "operator's terminal" is its controlling tty):
@@ -524,73 +647,45 @@ fn case_tty(t: &mut T) {
 }
 
 fn case_prebuilt(t: &mut T) {
-    println!("prebuilt ruleset: the broker builds a profile's Landlock ruleset once");
+    println!("prebuilt ruleset: the broker builds a profile's Landlock ruleset once and reuses it");
     let d = scratch_dir("prebuilt");
     let target = d.join("x");
     let profile = base_profile();
-    let fd = high_fd(sysward_sandbox::profile_rules::prebuild_ruleset(&profile).unwrap());
-    let with = |spec: ExecSpec| match spec {
-        ExecSpec::Command {
-            id,
-            profile,
-            mut command,
-        } => {
-            command.prebuilt_landlock = true;
-            ExecSpec::Command {
-                id,
-                profile,
-                command,
-            }
-        }
-        other => other,
-    };
+    let fd = sysward_sandbox::profile_rules::prebuild_ruleset(&profile, &harness_extra()).unwrap();
     let opts = Opts {
         landlock_fd: Some(&fd),
         ..Default::default()
     };
-    let r = spawn(
-        &with(command(&["/bin/cat", "/etc/hostname"], profile.clone())),
-        &opts,
-    );
-    t.check(
-        r.report.is_none() && r.code() == Some(0),
-        format!(
-            "runs with the prebuilt ruleset: {:?} {:?}",
-            r.report,
-            r.err()
-        ),
-    );
     let script = format!(
         "touch {}; cat /etc/sysward/none 2>&1; true",
         target.display()
     );
+    for round in 1..=2 {
+        let r = spawn(
+            &command(&["/bin/cat", "/etc/hostname"], profile.clone()),
+            &opts,
+        );
+        t.check(
+            r.report.is_none() && r.code() == Some(0),
+            format!(
+                "use {round} of the ruleset runs: {:?} {:?}",
+                r.report,
+                r.err()
+            ),
+        );
+        let r = spawn(
+            &command(&["/bin/sh", "-c", &script], profile.clone()),
+            &opts,
+        );
+        t.check(
+            !target.exists() && r.report.is_none(),
+            format!("use {round} is still read-only: {:?}", r.err()),
+        );
+    }
+    // Something else in place of the ruleset: refused, nothing runs.
+    let devnull: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
     let r = spawn(
-        &with(command(&["/bin/sh", "-c", &script], profile.clone())),
-        &opts,
-    );
-    t.check(
-        !target.exists() && r.report.is_none(),
-        format!("prebuilt ruleset still read-only: {:?}", r.err()),
-    );
-    // No fd 5, or something else on fd 5: refused, nothing runs.
-    let r = spawn(
-        &with(command(
-            &["/bin/touch", &target.display().to_string()],
-            profile.clone(),
-        )),
-        &Opts::default(),
-    );
-    t.check(
-        matches!(&r.report, Some(ExecReport::ConfinementFailed { step, .. }) if step == "landlock")
-            && !target.exists(),
-        format!("missing ruleset fd -> ConfinementFailed: {:?}", r.report),
-    );
-    let devnull = high_fd(std::fs::File::open("/dev/null").unwrap().into());
-    let r = spawn(
-        &with(command(
-            &["/bin/touch", &target.display().to_string()],
-            profile,
-        )),
+        &command(&["/bin/touch", &target.display().to_string()], profile),
         &Opts {
             landlock_fd: Some(&devnull),
             ..Default::default()
@@ -598,8 +693,12 @@ fn case_prebuilt(t: &mut T) {
     );
     t.check(
         matches!(&r.report, Some(ExecReport::ConfinementFailed { step, .. }) if step == "landlock")
+            && r.code() == Some(126)
             && !target.exists(),
-        format!("non-ruleset fd 5 -> ConfinementFailed: {:?}", r.report),
+        format!(
+            "not a ruleset -> ConfinementFailed at landlock: {:?}",
+            r.report
+        ),
     );
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -884,6 +983,13 @@ fn case_protected(t: &mut T) {
     let mut ready = [0u8; 1];
     let _ = helper.stdout.as_mut().unwrap().read(&mut ready);
     let exe_dir = Path::new(EXE).parent().unwrap().display().to_string();
+    // Beside the binaries' directory: same filesystem, fully writable for admin.
+    let link_dir = Path::new(EXE)
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join(format!("sysward-hardlink-{me}"));
+    std::fs::create_dir_all(&link_dir).unwrap();
     // An append-only file (like an audit log marked +a): even the admin
     // profile never holds CAP_LINUX_IMMUTABLE, so the flag stays.
     let appendonly = std::env::temp_dir().join(format!("sysward-appendonly-{me}"));
@@ -909,6 +1015,9 @@ fn case_protected(t: &mut T) {
         ("read secret", "cat /etc/sysward/exec-test.secret".into()),
         ("write /var/lib/sysward", "touch /var/lib/sysward/evil".into()),
         ("replace sysward-exec", format!("cp /bin/true {exe_dir}/sysward-exec")),
+        // A hard link in a writable directory on the same filesystem would
+        // be a writable path to the binary's inode.
+        ("hard-link sysward-exec where writes are allowed", format!("ln {exe_dir}/sysward-exec {0}/link && echo x >> {0}/link", link_dir.display())),
         ("write sysward binary name", format!("echo x > {exe_dir}/sysward")),
         ("read gateway-like memory", format!("dd if=/proc/{}/mem bs=1 count=1 skip=4096", helper.id())),
         ("read broker memory", format!("dd if=/proc/{me}/mem bs=1 count=1 skip=4096")),
@@ -963,6 +1072,26 @@ fn case_protected(t: &mut T) {
             ),
         );
     }
+    // Control for the hard-link attack: the directory itself is writable.
+    let r = spawn(
+        &command(
+            &[
+                "/bin/sh",
+                "-c",
+                &format!("touch {}/control", link_dir.display()),
+            ],
+            admin.clone(),
+        ),
+        &Opts::default(),
+    );
+    t.check(
+        r.code() == Some(0) && !link_dir.join("link").exists(),
+        format!(
+            "the hard-link directory is writable, yet no link was made: {:?}",
+            r.err()
+        ),
+    );
+    let _ = std::fs::remove_dir_all(&link_dir);
     let r = spawn(
         &command(
             &[

@@ -1,10 +1,10 @@
-//! broker → executor: one spec per action, one report back.
+//! What the broker runs for an approved action: an [`ExecSpec`].
 //!
-//! The spec travels on an inherited SEQPACKET socket (fd 3). For a command the
-//! executor confines itself and `execve`s: the socket is close-on-exec, so EOF
-//! without a report means the command is running; a report before EOF means
-//! confinement (or the exec) failed and nothing ran. The frame header's protocol
-//! version is the handshake: a mismatched executor answers `Refused`.
+//! A command is started by the broker itself (`sysward_sandbox::jail`: one
+//! fork, the profile applied in the child, one exec). A file operation goes to
+//! `sysward-exec` on an inherited SEQPACKET socket (fd 3): one spec, one
+//! report back. The frame header's protocol version is the handshake: a
+//! mismatched executor answers `Refused`.
 //!
 //! The `*Args` structs are the model's tool arguments exactly as the tools
 //! declare them: the broker decodes the JSON straight into them
@@ -19,10 +19,6 @@ use serde::{Deserialize, Serialize};
 /// The fd number the executor finds its channel on.
 pub const EXEC_CHANNEL_FD: i32 = 3;
 
-/// With `prebuilt_landlock`, the fd holding the profile's Landlock ruleset
-/// (built by the broker with `sysward_sandbox::profile_rules::prebuild_ruleset`).
-pub const EXEC_LANDLOCK_FD: i32 = 5;
-
 /// Largest file body a write may produce (seed: 32 MiB).
 pub const FILE_WRITE_MAX: usize = 32 << 20;
 
@@ -33,14 +29,11 @@ pub struct CommandSpec {
     /// The complete environment; nothing is inherited.
     pub env: Vec<(String, String)>,
     pub cwd: String,
-    /// New network namespace to enter (a path such as `/proc/<pid>/ns/net`), or
-    /// None to unshare a fresh one when the profile has no network.
+    /// Network namespace to enter when the profile has no network (the
+    /// broker's empty one), or None to unshare a fresh one.
     pub netns_path: Option<String>,
     /// Cgroup directory (v2) to join so every descendant can be killed.
     pub cgroup_dir: Option<String>,
-    /// fd [`EXEC_LANDLOCK_FD`] holds this profile's prebuilt Landlock ruleset
-    /// (the broker's per-profile cache); false: the executor builds it.
-    pub prebuilt_landlock: bool,
 }
 
 /// `{"command": "sshd", "args": ["-t", "-f", "{file}"]}`: run on the temporary

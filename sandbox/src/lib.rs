@@ -9,7 +9,9 @@
 use std::os::fd::RawFd;
 use std::path::PathBuf;
 
+mod child_steps;
 pub mod creds;
+pub mod jail;
 pub mod landlock;
 pub mod process;
 pub mod profile_rules;

@@ -42,34 +42,54 @@ const DEVICES: &[&str] = &[
     "/dev/urandom",
 ];
 
-/// Extra grants the executor needs for a file operation (none for commands).
-#[derive(Debug, Default)]
+/// What a caller adds to a profile's rules.
+#[derive(Debug, Default, Clone)]
 pub struct Extra {
+    /// Extra read grants (none so far).
     pub read: Vec<PathBuf>,
+    /// More paths never writable: the sysward binaries where this process
+    /// does not live (a test harness, or the broker running the binaries of
+    /// another directory).
+    pub write_protected: Vec<PathBuf>,
 }
+
+/// The sysward programs of `dir` (where the executor lives).
+pub fn binaries_in(dir: &Path) -> Vec<PathBuf> {
+    BINARY_NAMES.iter().map(|n| dir.join(n)).collect()
+}
+
+const BINARY_NAMES: [&str; 4] = [
+    "sysward",
+    "sysward-agent",
+    "sysward-exec",
+    "sysward-gateway",
+];
 
 fn strings(v: &[&str]) -> Vec<PathBuf> {
     v.iter().map(PathBuf::from).collect()
 }
 
-/// sysward's own binaries: the running program's directory's `sysward*`
-/// programs (the broker and the executor live side by side).
+/// sysward's own binaries, when this process is one of them: it and the
+/// `sysward*` programs beside it (the broker and the executor live side by
+/// side). Another program (a test harness) passes them in
+/// [`Extra::write_protected`]: walking its own directory would grant, file by
+/// file, hard links of the binaries that live there (Landlock file rules
+/// follow the inode, not the path).
 fn own_binaries() -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(exe) = std::fs::read_link("/proc/self/exe") {
-        out.push(exe.clone());
-        if let Some(dir) = exe.parent() {
-            for name in [
-                "sysward",
-                "sysward-agent",
-                "sysward-exec",
-                "sysward-gateway",
-            ] {
-                out.push(dir.join(name));
-            }
+    let Ok(exe) = std::fs::read_link("/proc/self/exe") else {
+        return Vec::new();
+    };
+    let ours = exe
+        .file_name()
+        .is_some_and(|n| n.as_encoded_bytes().starts_with(b"sysward"));
+    match (ours, exe.parent()) {
+        (true, Some(dir)) => {
+            let mut out = binaries_in(dir);
+            out.push(exe.clone());
+            out
         }
+        _ => Vec::new(),
     }
-    out
 }
 
 fn abs(list: &[String], what: &str) -> Result<Vec<PathBuf>, SandboxError> {
@@ -108,6 +128,7 @@ pub fn landlock_rules(
     // What may not be read may not be written either.
     let mut write_ex = strings(WRITE_PROTECTED);
     write_ex.extend(own_binaries());
+    write_ex.extend(extra.write_protected.iter().cloned());
     write_ex.extend(read_ex.iter().cloned());
     if let Some(ex) = &profile.write_all_except {
         write_ex.extend(abs(ex, "write_all_except")?);
@@ -133,6 +154,7 @@ pub fn landlock_rules(
         // configuration and the binaries are carved out of it.
         let mut ex = strings(READ_PROTECTED);
         ex.extend(own_binaries());
+        ex.extend(extra.write_protected.iter().cloned());
         landlock::grant_beneath_except(&mut rules, Path::new(s), &ex, read | write)?;
     }
     let dev: BitFlags<AccessFs> = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
@@ -142,15 +164,15 @@ pub fn landlock_rules(
     Ok(rules)
 }
 
-/// Builds the complete ruleset of `profile` (no extra grants) without
+/// Builds the complete ruleset of `profile` (and `extra`) without
 /// enforcing it, and returns its descriptor. The broker may build it once per
-/// distinct profile, keep it, and pass a copy to each `sysward-exec` as fd
-/// [`sysward_ipc::exec::EXEC_LANDLOCK_FD`] with `prebuilt_landlock: true`:
-/// the executor then skips the walk (the expensive part of confinement). A
+/// distinct profile, keep it, and hand it to each confined command
+/// (`jail::JailParts`), skipping the walk (the expensive part). A
 /// cached ruleset can only go stale towards less access (entries created
 /// after the walk are not granted), never more.
-pub fn prebuild_ruleset(profile: &ConfinementProfile) -> Result<OwnedFd, SandboxError> {
-    Ok(landlock_rules(profile, &Extra::default())?
-        .build()?
-        .into_fd())
+pub fn prebuild_ruleset(
+    profile: &ConfinementProfile,
+    extra: &Extra,
+) -> Result<OwnedFd, SandboxError> {
+    Ok(landlock_rules(profile, extra)?.build()?.into_fd())
 }

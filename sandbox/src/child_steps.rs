@@ -1,0 +1,399 @@
+//! The confinement steps a freshly forked child applies before `execve`.
+//!
+//! The parent (the broker) is multi-threaded: between fork and exec the child
+//! may only make system calls — no allocation, no lock, no `std::fs`. Every
+//! input is prepared by [`crate::jail::Jail::prepare`]; every step here is a
+//! raw system call on that data, and a failure is reported as the step's
+//! index and the errno (both plain integers).
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+
+/// The steps, in the order they run; a failure names one by index.
+pub const STEPS: [&str; 17] = [
+    "process group",
+    "controlling terminal",
+    "rlimits",
+    "cgroup",
+    "network namespace",
+    "mount namespace",
+    "close fds",
+    "capabilities (bounding)",
+    "setgroups",
+    "setresgid",
+    "setresuid",
+    "capabilities",
+    "non_dumpable",
+    "no_new_privs",
+    "landlock",
+    "seccomp",
+    "cwd",
+];
+/// Index of "cwd" in [`STEPS`]: the caller reports it as "cannot enter …".
+pub const STEP_CWD: u8 = 16;
+/// Resetting signal dispositions (after "cwd").
+pub const STEP_SIGNALS: u8 = 17;
+
+/// A failed step: its index in [`STEPS`] (or [`STEP_SIGNALS`]) and the errno.
+pub type Failure = (u8, i32);
+
+/// Where the action's network comes from.
+pub enum ChildNetwork {
+    Host,
+    /// setns into this namespace (the broker's pre-made empty one).
+    Enter(Arc<OwnedFd>),
+    /// unshare a fresh, empty one.
+    Fresh,
+}
+
+/// Everything the child needs, owned, prepared by the parent.
+pub struct ChildPlan {
+    pub rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
+    /// `cgroup.procs` of the action's cgroup, opened for writing.
+    pub cgroup_procs: Option<OwnedFd>,
+    pub network: ChildNetwork,
+    /// Directories to cover with an empty read-only tmpfs in a private mount
+    /// namespace (none: the mount namespace is not touched).
+    pub hide_dirs: Vec<CString>,
+    /// Capabilities kept, as a mask; every other is dropped from every set.
+    pub keep_caps: u64,
+    /// The kernel's highest capability number.
+    pub last_cap: u32,
+    /// Keep `keep_caps` across the uid change and execve (non-root uid).
+    pub ambient: bool,
+    pub uid: libc::uid_t,
+    pub gid: libc::gid_t,
+    pub groups: Vec<libc::gid_t>,
+    pub landlock_ruleset: Arc<OwnedFd>,
+    pub seccomp: Arc<Vec<libc::sock_filter>>,
+    pub cwd: CString,
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// `rc < 0` → the errno of step `step`.
+fn check(step: u8, rc: libc::c_long) -> Result<libc::c_long, Failure> {
+    if rc < 0 {
+        Err((step, errno()))
+    } else {
+        Ok(rc)
+    }
+}
+
+/// A read-back that does not match: reported as EPERM at `step`.
+fn ensure(step: u8, ok: bool) -> Result<(), Failure> {
+    if ok {
+        Ok(())
+    } else {
+        Err((step, libc::EPERM))
+    }
+}
+
+/// Integer-only prctl.
+fn prctl(step: u8, option: libc::c_int, a: libc::c_ulong) -> Result<libc::c_long, Failure> {
+    // SAFETY: the options used here take integer arguments only.
+    let rc = unsafe { libc::prctl(option, a, 0 as libc::c_ulong, 0 as libc::c_ulong, 0) };
+    check(step, rc as libc::c_long)
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+impl ChildPlan {
+    /// Applies every step in order. Call only in the forked child.
+    pub fn apply(&self) -> Result<(), Failure> {
+        // SAFETY: integer arguments only.
+        check(0, unsafe { libc::setpgid(0, 0) } as libc::c_long)?;
+        detach_tty()?;
+        for &(resource, value) in &self.rlimits {
+            let lim = libc::rlimit {
+                rlim_cur: value as libc::rlim_t,
+                rlim_max: value as libc::rlim_t,
+            };
+            // SAFETY: `lim` is a live local rlimit the kernel only reads.
+            check(2, unsafe { libc::setrlimit(resource, &lim) }
+                as libc::c_long)?;
+        }
+        if let Some(fd) = &self.cgroup_procs {
+            // "0": the writing process.
+            // SAFETY: a one-byte static buffer written to the cgroup.procs fd this plan owns.
+            let rc = unsafe { libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) };
+            check(3, rc as libc::c_long)?;
+        }
+        match &self.network {
+            ChildNetwork::Host => {}
+            ChildNetwork::Enter(fd) => {
+                check(
+                    4,
+                    // SAFETY: setns on the namespace fd this plan owns.
+                    unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } as libc::c_long,
+                )?;
+            }
+            ChildNetwork::Fresh => {
+                // SAFETY: integer argument only.
+                check(4, unsafe { libc::unshare(libc::CLONE_NEWNET) }
+                    as libc::c_long)?;
+            }
+        }
+        if !self.hide_dirs.is_empty() {
+            self.hide()?;
+        }
+        // Whatever the parent left open dies at execve (Rust opens with
+        // O_CLOEXEC already; this covers anything that did not). The ruleset
+        // and namespace fds stay usable until then.
+        // SAFETY: integer arguments only (close_range marks fds close-on-exec).
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            )
+        };
+        check(6, rc)?;
+        self.credentials()?;
+        prctl(13, libc::PR_SET_NO_NEW_PRIVS, 1)?;
+        ensure(13, prctl(13, libc::PR_GET_NO_NEW_PRIVS, 0)? == 1)?;
+        // SAFETY: the ruleset fd this plan owns; no memory is passed.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_restrict_self,
+                self.landlock_ruleset.as_raw_fd(),
+                0,
+            )
+        };
+        check(14, rc)?;
+        let prog = libc::sock_fprog {
+            len: self.seccomp.len() as libc::c_ushort,
+            filter: self.seccomp.as_ptr().cast_mut(),
+        };
+        // SAFETY: `prog` points at this plan's filter, which outlives the call; the kernel copies it.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0,
+                &prog as *const libc::sock_fprog,
+            )
+        };
+        check(15, rc)?;
+        // As the action's uid: the cwd is checked with its permissions.
+        // SAFETY: `cwd` is a NUL-terminated string this plan owns.
+        check(16, unsafe { libc::chdir(self.cwd.as_ptr()) }
+            as libc::c_long)?;
+        // SAFETY: umask takes an integer and cannot fail.
+        unsafe { libc::umask(0o022) };
+        crate::sys::reset_signals()
+            .map_err(|e| (STEP_SIGNALS, e.raw_os_error().unwrap_or(libc::EIO)))
+    }
+
+    /// Bounding set, groups, gid, uid, then the other capability sets, each
+    /// read back.
+    fn credentials(&self) -> Result<(), Failure> {
+        let kept = |n: u32| n < 64 && self.keep_caps & (1u64 << n) != 0;
+        for n in 0..=self.last_cap {
+            if !kept(n) {
+                prctl(7, libc::PR_CAPBSET_DROP, n as libc::c_ulong)?;
+            }
+        }
+        if self.ambient {
+            prctl(7, libc::PR_SET_KEEPCAPS, 1)?;
+        }
+        // SAFETY: pointer and length describe this plan's live group list.
+        check(8, unsafe {
+            libc::syscall(libc::SYS_setgroups, self.groups.len(), self.groups.as_ptr())
+        })?;
+        // SAFETY: integer arguments only.
+        check(9, unsafe {
+            libc::syscall(libc::SYS_setresgid, self.gid, self.gid, self.gid)
+        })?;
+        // SAFETY: integer arguments only.
+        check(10, unsafe {
+            libc::syscall(libc::SYS_setresuid, self.uid, self.uid, self.uid)
+        })?;
+        let (mut r, mut e, mut s) = (0u32, 0u32, 0u32);
+        // SAFETY: three pointers to live local u32s.
+        check(10, unsafe {
+            libc::syscall(libc::SYS_getresuid, &mut r, &mut e, &mut s)
+        })?;
+        ensure(10, (r, e, s) == (self.uid, self.uid, self.uid))?;
+        // SAFETY: three pointers to live local u32s.
+        check(9, unsafe {
+            libc::syscall(libc::SYS_getresgid, &mut r, &mut e, &mut s)
+        })?;
+        ensure(9, (r, e, s) == (self.gid, self.gid, self.gid))?;
+        // SAFETY: size 0 with a null pointer only asks for the count.
+        let n = check(8, unsafe {
+            libc::syscall(libc::SYS_getgroups, 0, std::ptr::null_mut::<libc::gid_t>())
+        })?;
+        ensure(8, n as usize == self.groups.len())?;
+
+        let (lo, hi) = (self.keep_caps as u32, (self.keep_caps >> 32) as u32);
+        let mut header = CapHeader {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let data = [
+            CapData {
+                effective: lo,
+                permitted: lo,
+                inheritable: lo,
+            },
+            CapData {
+                effective: hi,
+                permitted: hi,
+                inheritable: hi,
+            },
+        ];
+        // SAFETY: `header` and the two-element `data` are live, laid out as the kernel's version-3 structures, and only read.
+        check(11, unsafe {
+            libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr())
+        })?;
+        prctl(
+            11,
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+        )?;
+        if self.ambient {
+            for n in (0..=self.last_cap).filter(|&n| kept(n)) {
+                // SAFETY: integer arguments only.
+                let rc = unsafe {
+                    libc::prctl(
+                        libc::PR_CAP_AMBIENT,
+                        libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
+                        n as libc::c_ulong,
+                        0 as libc::c_ulong,
+                        0 as libc::c_ulong,
+                    )
+                };
+                check(11, rc as libc::c_long)?;
+            }
+        }
+        // Read every set back from the kernel.
+        let mut now = [CapData::default(); 2];
+        header.version = LINUX_CAPABILITY_VERSION_3;
+        // SAFETY: `header` and `now` are live, laid out as the kernel's version-3 structures; the kernel fills `now`.
+        check(11, unsafe {
+            libc::syscall(
+                libc::SYS_capget,
+                &mut header as *mut CapHeader,
+                now.as_mut_ptr(),
+            )
+        })?;
+        ensure(
+            11,
+            now[0].effective == lo
+                && now[0].permitted == lo
+                && now[0].inheritable == lo
+                && now[1].effective == hi
+                && now[1].permitted == hi
+                && now[1].inheritable == hi,
+        )?;
+        for n in 0..=self.last_cap {
+            let bounding = prctl(7, libc::PR_CAPBSET_READ, n as libc::c_ulong)?;
+            // Bounding may lack a kept capability the parent never had.
+            ensure(7, bounding == 0 || kept(n))?;
+            // SAFETY: integer arguments only.
+            let amb = unsafe {
+                libc::prctl(
+                    libc::PR_CAP_AMBIENT,
+                    libc::PR_CAP_AMBIENT_IS_SET as libc::c_ulong,
+                    n as libc::c_ulong,
+                    0 as libc::c_ulong,
+                    0 as libc::c_ulong,
+                )
+            };
+            let amb = check(11, amb as libc::c_long)?;
+            ensure(11, (amb == 1) == (self.ambient && kept(n)))?;
+        }
+        if self.uid != 0 {
+            // The uid change reset it to fs.suid_dumpable.
+            prctl(12, libc::PR_SET_DUMPABLE, 0)?;
+            ensure(12, prctl(12, libc::PR_GET_DUMPABLE, 0)? == 0)?;
+        }
+        Ok(())
+    }
+
+    /// A private mount namespace where `hide_dirs` are empty read-only tmpfs.
+    fn hide(&self) -> Result<(), Failure> {
+        // SAFETY: integer argument only.
+        check(5, unsafe { libc::unshare(libc::CLONE_NEWNS) }
+            as libc::c_long)?;
+        // Nothing done in this namespace may propagate back to the host.
+        // SAFETY: static NUL-terminated strings, null where mount(2) allows it.
+        let rc = unsafe {
+            libc::mount(
+                c"none".as_ptr(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            )
+        };
+        check(5, rc as libc::c_long)?;
+        for dir in &self.hide_dirs {
+            // SAFETY: static or plan-owned NUL-terminated strings that outlive the call.
+            let rc = unsafe {
+                libc::mount(
+                    c"tmpfs".as_ptr(),
+                    dir.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    c"size=4k,mode=0555".as_ptr().cast(),
+                )
+            };
+            check(5, rc as libc::c_long)?;
+        }
+        Ok(())
+    }
+}
+
+/// TIOCNOTTY on /dev/tty (no controlling terminal: nothing to do), then
+/// checks that /dev/tty can no longer be opened.
+fn detach_tty() -> Result<(), Failure> {
+    let flags = libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC | libc::O_NONBLOCK;
+    // SAFETY: a static NUL-terminated path; the fd is closed below.
+    let fd = unsafe { libc::open(c"/dev/tty".as_ptr(), flags) };
+    if fd < 0 {
+        let e = errno();
+        return if e == libc::ENXIO || e == libc::ENOENT {
+            Ok(())
+        } else {
+            Err((1, e))
+        };
+    }
+    // SAFETY: TIOCNOTTY takes no argument; fd is live.
+    let rc = unsafe { libc::ioctl(fd, libc::TIOCNOTTY) };
+    let e = errno();
+    // SAFETY: closing the fd opened above.
+    unsafe { libc::close(fd) };
+    if rc < 0 {
+        return Err((1, e));
+    }
+    // SAFETY: as above; this open must now fail.
+    let again = unsafe { libc::open(c"/dev/tty".as_ptr(), flags) };
+    if again >= 0 {
+        // SAFETY: closing the fd just opened.
+        unsafe { libc::close(again) };
+        return Err((1, libc::EPERM));
+    }
+    Ok(())
+}

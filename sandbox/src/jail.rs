@@ -1,0 +1,546 @@
+//! A confined command started with one exec: the caller (the root broker)
+//! prepares everything — the profile's Landlock ruleset and seccomp program
+//! (built once per profile and cached by the caller), capability masks,
+//! C strings, the cgroup's `cgroup.procs` — then forks; the child applies
+//! [`ChildPlan`] with raw system calls and execs the command itself.
+//!
+//! This replaces a second exec (a confining helper binary that then execs the
+//! command): the exec and dynamic loading of that helper cost more than the
+//! whole confinement. The steps and their order are the executor's.
+
+use crate::child_steps::{ChildNetwork, ChildPlan, STEPS, STEP_CWD, STEP_SIGNALS};
+use crate::deps::{caps, seccompiler};
+use crate::{creds, seccomp, SandboxError};
+use std::ffi::CString;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use sysward_ipc::exec::CommandSpec;
+use sysward_ipc::profile::ConfinementProfile;
+
+/// Where systemd's and D-Bus's sockets live.
+pub const SYSTEM_BUS_DIRS: [&str; 2] = ["/run/systemd", "/run/dbus"];
+
+/// Landlock (ABI 7) cannot refuse connect() to a pathname socket, and
+/// `systemd-run` over systemd's or D-Bus's sockets would run anything outside
+/// the confinement. Actions that have no business there (unknown programs,
+/// writes, deletes, network and downloads) find those directories empty.
+/// Read-only diagnosis keeps them (`systemctl status` needs the bus), as do
+/// service, package, admin, reboot and destructive actions, which need systemd.
+pub fn hides_system_buses(profile: &ConfinementProfile) -> bool {
+    matches!(
+        profile.name.as_str(),
+        "unknown" | "write" | "delete" | "network" | "download"
+    )
+}
+
+/// The capabilities an action keeps: what the profile names and this process
+/// holds (less privilege, never more), never CAP_SYS_PTRACE (Landlock ABI 7
+/// does not stop PTRACE_MODE_READ across domains: an admin action could read
+/// the non-dumpable broker's /proc/<pid>/environ) and never
+/// CAP_LINUX_IMMUTABLE (an append-only audit log stays append-only).
+pub fn kept_capabilities(profile: &ConfinementProfile) -> Result<caps::CapsHashSet, SandboxError> {
+    let wanted = creds::parse_caps(&profile.capabilities)?;
+    let held = caps::read(None, caps::CapSet::Permitted)
+        .map_err(|e| SandboxError::step("capabilities", format!("read permitted: {e}")))?;
+    let mut keep: caps::CapsHashSet = wanted.intersection(&held).copied().collect();
+    keep.remove(&caps::Capability::CAP_SYS_PTRACE);
+    keep.remove(&caps::Capability::CAP_LINUX_IMMUTABLE);
+    Ok(keep)
+}
+
+/// The executor's seccomp deny-list for `profile`; without the Landlock
+/// signal scope it keeps kill/tgkill/pidfd_open away from `protect_pid` (the
+/// broker), its process group and `-1`.
+pub fn seccomp_program(
+    profile: &ConfinementProfile,
+    protect_pid: libc::pid_t,
+) -> Result<seccompiler::BpfProgram, SandboxError> {
+    let protect_pid = (!profile.scope_signals && protect_pid > 1).then_some(protect_pid);
+    let protect_pgid = protect_pid.and_then(|p| crate::sys::getpgid(p).ok());
+    let mut programs = seccomp::executor_programs(seccomp::DenyListOptions {
+        allow_mount: profile.allow_mount,
+        protect_pid,
+        protect_pgid,
+        deny_metadata: profile.write_paths.is_empty() && profile.write_all_except.is_none(),
+    })?;
+    if programs.len() != 1 {
+        return Err(SandboxError::step(
+            "seccomp",
+            format!("expected one program, got {}", programs.len()),
+        ));
+    }
+    Ok(programs.remove(0))
+}
+
+/// A program in the kernel's layout (seccompiler's `sock_filter` is the
+/// same `#[repr(C)]` struct).
+pub fn kernel_program(
+    program: &seccompiler::BpfProgram,
+) -> Result<Vec<libc::sock_filter>, SandboxError> {
+    // BPF_MAXINSNS
+    if program.is_empty() || program.len() > 4096 {
+        return Err(SandboxError::step(
+            "seccomp",
+            format!(
+                "a program of {} instructions cannot be loaded",
+                program.len()
+            ),
+        ));
+    }
+    Ok(program
+        .iter()
+        .map(|i| libc::sock_filter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect())
+}
+
+/// What the caller caches per profile and passes in.
+pub struct JailParts {
+    /// The profile's Landlock ruleset, built with every right of the target
+    /// ABI as a hard requirement (`profile_rules::prebuild_ruleset`).
+    pub landlock_ruleset: Arc<OwnedFd>,
+    /// [`seccomp_program`] → [`kernel_program`].
+    pub seccomp: Arc<Vec<libc::sock_filter>>,
+    /// The empty network namespace to enter when the profile has no network
+    /// (None: a fresh one is unshared).
+    pub netns: Option<Arc<OwnedFd>>,
+    /// The action's cgroup directory.
+    pub cgroup_dir: Option<std::path::PathBuf>,
+}
+
+/// Why a confined command did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// Something the parent prepares failed: nothing was started.
+    #[error("{0}")]
+    Prepare(#[from] SandboxError),
+    /// A confinement step failed in the child: the command never ran.
+    #[error("confinement failed at {step}: {error}")]
+    Confinement {
+        step: &'static str,
+        error: std::io::Error,
+    },
+    /// The working directory cannot be entered as the action's user.
+    #[error("cannot enter {cwd}: {error}")]
+    Cwd { cwd: String, error: std::io::Error },
+    /// Confined, but execve failed.
+    #[error("{program}: {error}")]
+    Exec {
+        program: String,
+        error: std::io::Error,
+    },
+}
+
+/// A command ready to start confined.
+pub struct Jail {
+    plan: ChildPlan,
+    /// Kept alive for the pointer arrays below.
+    _strings: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    program: String,
+    cwd: String,
+}
+
+// SAFETY: the raw pointers point into `_strings`, which the Jail owns and
+// never changes; nothing else aliases them.
+unsafe impl Send for Jail {}
+
+/// A started confined command: this process's child.
+#[derive(Debug)]
+pub struct ConfinedChild {
+    pid: libc::pid_t,
+    pidfd: OwnedFd,
+}
+
+impl ConfinedChild {
+    pub fn id(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// Readable when the child exits.
+    pub fn pidfd(&self) -> &OwnedFd {
+        &self.pidfd
+    }
+
+    fn wait_flags(&self, flags: libc::c_int) -> std::io::Result<Option<ExitStatus>> {
+        let mut status = 0;
+        loop {
+            // SAFETY: `status` is a live local; the pid is our unreaped child.
+            let rc = unsafe { libc::waitpid(self.pid, &mut status, flags) };
+            if rc == self.pid {
+                return Ok(Some(ExitStatus::from_raw(status)));
+            }
+            if rc == 0 {
+                return Ok(None);
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    /// The exit status if it has exited (reaping it), without blocking.
+    pub fn try_wait(&self) -> std::io::Result<Option<ExitStatus>> {
+        self.wait_flags(libc::WNOHANG)
+    }
+
+    /// Waits for it to exit and reaps it.
+    pub fn wait(&self) -> std::io::Result<ExitStatus> {
+        self.wait_flags(0)?
+            .ok_or_else(|| std::io::Error::other("waitpid returned no status"))
+    }
+}
+
+/// What the child function reads: the plan, the exec arguments and the
+/// descriptors for its standard streams and its failure report.
+struct ChildContext<'a> {
+    plan: &'a ChildPlan,
+    argv: &'a [*const libc::c_char],
+    envp: &'a [*const libc::c_char],
+    stdio: [libc::c_int; 3],
+    report: libc::c_int,
+}
+
+/// Index past [`STEPS`] that marks an execve failure in the report.
+const STEP_EXEC: u8 = 200;
+/// Index for a failure to set up the standard streams.
+const STEP_STDIO: u8 = 201;
+const CHILD_STACK: usize = 256 << 10;
+const PAGE: usize = 4096;
+
+impl Jail {
+    /// Prepares `spec` under `profile`, as root, in the parent.
+    pub fn prepare(
+        profile: &ConfinementProfile,
+        spec: &CommandSpec,
+        parts: JailParts,
+    ) -> Result<Jail, SandboxError> {
+        let refuse = |m: &str| SandboxError::step("command", m.to_string());
+        let program = spec.argv.first().ok_or_else(|| refuse("empty argv"))?;
+        if !program.starts_with('/') {
+            return Err(refuse("argv[0] must be an absolute path"));
+        }
+        let mut strings = Vec::with_capacity(spec.argv.len() + spec.env.len());
+        for a in &spec.argv {
+            strings.push(
+                CString::new(a.as_str()).map_err(|_| refuse("an argument contains a NUL byte"))?,
+            );
+        }
+        for (k, v) in &spec.env {
+            if k.is_empty() || k.contains('=') {
+                return Err(refuse("an environment name is empty or contains '='"));
+            }
+            strings.push(
+                CString::new(format!("{k}={v}"))
+                    .map_err(|_| refuse("an environment entry contains a NUL byte"))?,
+            );
+        }
+        let pointers = |range: std::ops::Range<usize>| -> Vec<*const libc::c_char> {
+            strings[range]
+                .iter()
+                .map(|c| c.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect()
+        };
+        let argv = pointers(0..spec.argv.len());
+        let envp = pointers(spec.argv.len()..strings.len());
+        let cwd = CString::new(spec.cwd.as_str()).map_err(|_| refuse("cwd contains a NUL byte"))?;
+        let keep = kept_capabilities(profile)?;
+        let keep_caps = keep.iter().fold(0u64, |m, c| m | (1u64 << c.index()));
+        let l = &profile.limits;
+        let rlimits = [
+            (libc::RLIMIT_NPROC, l.max_processes),
+            (libc::RLIMIT_NOFILE, l.max_open_files),
+            (libc::RLIMIT_FSIZE, l.max_file_size),
+            (libc::RLIMIT_AS, l.max_address_space),
+            (libc::RLIMIT_CPU, l.max_cpu_seconds),
+            (libc::RLIMIT_CORE, l.max_core),
+        ]
+        .into_iter()
+        .filter_map(|(r, v)| v.map(|v| (r, v)))
+        .collect();
+        let cgroup_procs = match &parts.cgroup_dir {
+            Some(dir) => {
+                let path = dir.join("cgroup.procs");
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(|e| {
+                        SandboxError::step("cgroup", format!("{}: {e}", path.display()))
+                    })?;
+                Some(OwnedFd::from(f))
+            }
+            None => None,
+        };
+        let network = if profile.network {
+            ChildNetwork::Host
+        } else {
+            match parts.netns {
+                Some(fd) => ChildNetwork::Enter(fd),
+                None => ChildNetwork::Fresh,
+            }
+        };
+        let hide_dirs = if hides_system_buses(profile) {
+            SYSTEM_BUS_DIRS
+                .iter()
+                .filter(|d| std::path::Path::new(d).is_dir())
+                .filter_map(|d| CString::new(*d).ok())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let plan = ChildPlan {
+            rlimits,
+            cgroup_procs,
+            network,
+            hide_dirs,
+            keep_caps,
+            last_cap: creds::cap_last_cap()?,
+            ambient: profile.uid != 0 && keep_caps != 0,
+            uid: profile.uid,
+            gid: profile.gid,
+            groups: profile.groups.clone(),
+            landlock_ruleset: parts.landlock_ruleset,
+            seccomp: parts.seccomp,
+            cwd,
+        };
+        Ok(Jail {
+            plan,
+            _strings: strings,
+            argv,
+            envp,
+            program: program.clone(),
+            cwd: spec.cwd.clone(),
+        })
+    }
+
+    /// Starts the command: clone(CLONE_VM | CLONE_VFORK) — no copy of this
+    /// process's page tables, which costs more than the whole confinement —
+    /// the steps in the child, then execve. Stdin is /dev/null.
+    pub fn spawn(self, stdout: OwnedFd, stderr: OwnedFd) -> Result<ConfinedChild, SpawnError> {
+        let prep = |what: &str, e: std::io::Error| {
+            SpawnError::Prepare(SandboxError::step("command", format!("{what}: {e}")))
+        };
+        let (report_r, report_w) = report_pipe().map_err(|e| prep("report pipe", e))?;
+        let stdin = std::fs::File::open("/dev/null").map_err(|e| prep("/dev/null", e))?;
+        // The child dup2s these onto 0–2: none may already sit there.
+        let stdio = [OwnedFd::from(stdin), stdout, stderr]
+            .into_iter()
+            .map(above_stdio)
+            .collect::<std::io::Result<Vec<OwnedFd>>>()
+            .map_err(|e| prep("standard streams", e))?;
+        let ctx = ChildContext {
+            plan: &self.plan,
+            argv: &self.argv,
+            envp: &self.envp,
+            stdio: [
+                stdio[0].as_raw_fd(),
+                stdio[1].as_raw_fd(),
+                stdio[2].as_raw_fd(),
+            ],
+            report: report_w.as_raw_fd(),
+        };
+        let stack = ChildStack::new().map_err(|e| prep("child stack", e))?;
+        let mut pidfd: libc::c_int = -1;
+        // No handler of ours may run in the child (it shares our memory):
+        // every signal stays blocked until the child has reset them all.
+        let mut old_mask = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        let mut all = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: sigfillset initialises `all`; pthread_sigmask reads `all`
+        // and writes `old_mask`, both live locals.
+        unsafe {
+            libc::sigfillset(all.as_mut_ptr());
+            libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old_mask.as_mut_ptr());
+        }
+        // SAFETY: `child_main` runs on `stack` (a private mapping with a guard
+        // page) with a pointer to `ctx`, which outlives the call: CLONE_VFORK
+        // suspends this thread until the child has exec'd or exited, so the
+        // stack and everything `ctx` borrows stay valid and untouched. The
+        // child only makes system calls (see child_steps). CLONE_PIDFD writes
+        // the pidfd into the live local `pidfd`.
+        let pid = unsafe {
+            libc::clone(
+                child_main,
+                stack.top(),
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
+                (&ctx as *const ChildContext).cast_mut().cast(),
+                &mut pidfd as *mut libc::c_int,
+            )
+        };
+        let clone_error = std::io::Error::last_os_error();
+        // SAFETY: restores the mask saved above.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, old_mask.as_ptr(), std::ptr::null_mut())
+        };
+        drop(stack);
+        drop(report_w);
+        drop(stdio);
+        if pid < 0 {
+            return Err(prep("clone", clone_error));
+        }
+        // SAFETY: CLONE_PIDFD returned a new fd that nothing else owns.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+        let child = ConfinedChild { pid, pidfd };
+        let mut buf = [0u8; 5];
+        let mut f = std::fs::File::from(report_r);
+        match f.read(&mut buf) {
+            Ok(5) => {
+                // It exited (126/127): reap it before reporting.
+                let _ = child.wait();
+                let step = buf[0];
+                let error = std::io::Error::from_raw_os_error(i32::from_le_bytes([
+                    buf[1], buf[2], buf[3], buf[4],
+                ]));
+                Err(match step {
+                    STEP_CWD => SpawnError::Cwd {
+                        cwd: self.cwd,
+                        error,
+                    },
+                    STEP_EXEC => SpawnError::Exec {
+                        program: self.program,
+                        error,
+                    },
+                    STEP_SIGNALS => SpawnError::Confinement {
+                        step: "signals",
+                        error,
+                    },
+                    STEP_STDIO => SpawnError::Confinement {
+                        step: "standard streams",
+                        error,
+                    },
+                    n => SpawnError::Confinement {
+                        step: STEPS.get(usize::from(n)).copied().unwrap_or("unknown step"),
+                        error,
+                    },
+                })
+            }
+            // Nothing written: the child exec'd (the pipe closed on exec).
+            _ => Ok(child),
+        }
+    }
+}
+
+/// The child: standard streams, every confinement step, execve. Reports the
+/// failed step on the pipe and exits 126 (confinement) or 127 (exec).
+extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `ChildContext` the parent passed to clone; the
+    // parent is suspended (CLONE_VFORK) so it is live and unchanged.
+    let ctx = unsafe { &*(arg as *const ChildContext) };
+    let fail = |step: u8, errno: i32, code: libc::c_int| -> libc::c_int {
+        report(ctx.report, step, errno);
+        // SAFETY: _exit ends this child at once (no atexit handlers, no
+        // flushing of the parent's shared buffers).
+        unsafe { libc::_exit(code) }
+    };
+    for (target, fd) in ctx.stdio.iter().enumerate() {
+        // SAFETY: dup2 on descriptors this child inherited.
+        if unsafe { libc::dup2(*fd, target as libc::c_int) } < 0 {
+            return fail(STEP_STDIO, errno(), 126);
+        }
+    }
+    if let Err((step, e)) = ctx.plan.apply() {
+        return fail(step, e, 126);
+    }
+    // SAFETY: NULL-terminated arrays of pointers into live CStrings owned by
+    // the suspended parent's Jail; execve only returns on failure.
+    unsafe { libc::execve(ctx.argv[0], ctx.argv.as_ptr(), ctx.envp.as_ptr()) };
+    fail(STEP_EXEC, errno(), 127)
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// Moves a descriptor above 2 (close-on-exec) if it sits on a standard slot.
+fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own returns a new one.
+    let new = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if new < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fcntl just returned this fd; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// The child's stack: a private mapping with a guard page below it.
+struct ChildStack {
+    base: *mut libc::c_void,
+    len: usize,
+}
+
+impl ChildStack {
+    fn new() -> std::io::Result<ChildStack> {
+        let len = CHILD_STACK + PAGE;
+        // SAFETY: an anonymous private mapping; the result is checked.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let stack = ChildStack { base, len };
+        // SAFETY: the lowest page of the mapping just made.
+        if unsafe { libc::mprotect(base, PAGE, libc::PROT_NONE) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(stack)
+    }
+
+    /// The initial stack pointer (stacks grow down), 16-byte aligned.
+    fn top(&self) -> *mut libc::c_void {
+        (self.base as usize + self.len) as *mut libc::c_void
+    }
+}
+
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the mapping made in new(); no child runs on it
+        // any more (CLONE_VFORK returned).
+        unsafe { libc::munmap(self.base, self.len) };
+    }
+}
+
+/// A close-on-exec pipe; the read end is non-blocking.
+fn report_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a live two-element array pipe2 fills.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 just returned these two fds; nothing else owns them.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: F_SETFL on an fd we own.
+    if unsafe { libc::fcntl(r.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((r, w))
+}
+
+/// In the child: the failed step and errno, five bytes, one write.
+fn report(fd: libc::c_int, step: u8, errno: i32) {
+    let e = errno.to_le_bytes();
+    let buf: [u8; 5] = [step, e[0], e[1], e[2], e[3]];
+    // SAFETY: a five-byte local buffer written to an inherited pipe fd.
+    unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+}
