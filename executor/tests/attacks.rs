@@ -1160,6 +1160,65 @@ fn case_protected(t: &mut T) {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// The deny-list's guards in front of its search tree, tried in the kernel.
+fn case_seccomp_edges(t: &mut T) {
+    use std::os::unix::process::ExitStatusExt;
+    println!("seccomp edges: x32 numbers kill, clone3 says ENOSYS, the rest is allowed");
+    if which("python3").is_none() {
+        t.skip("python3 missing: seccomp edge cases skipped");
+        return;
+    }
+    let py = |code: &str| {
+        spawn(
+            &command(&["python3", "-c", code], base_profile()),
+            &Opts::default(),
+        )
+    };
+    #[cfg(target_arch = "x86_64")]
+    {
+        // getpid through the x32 ABI (bit 30 set).
+        let r = py("import ctypes;ctypes.CDLL(None).syscall(0x40000000|39)");
+        t.check(
+            r.status.signal() == Some(libc::SIGSYS),
+            format!("an x32 syscall kills the process: {:?}", r.status),
+        );
+    }
+    let r = py("import ctypes,sys;l=ctypes.CDLL(None,use_errno=True);r=l.syscall(435,0,0);sys.exit(0 if r==-1 and ctypes.get_errno()==38 else 1)");
+    t.check(
+        r.code() == Some(0),
+        format!("clone3 fails with ENOSYS: {:?} {:?}", r.status, r.err()),
+    );
+    // Listed with argument checks: kill is denied only towards the broker
+    // (here, with no signal scope); clone only with CLONE_NEWUSER.
+    let mut p = base_profile();
+    p.scope_signals = false;
+    let me = std::process::id();
+    let r = spawn(
+        &command(
+            &["python3", "-c", &format!("import os,sys\ntry:\n    os.kill({me},0)\n    sys.exit(2)\nexcept PermissionError:\n    pass\nos.kill(os.getpid(),0)\nprint('ok')")],
+            p,
+        ),
+        &Opts::default(),
+    );
+    t.check(
+        r.out() == "ok\n",
+        format!(
+            "kill: the broker refused, itself allowed: {:?} {:?}",
+            r.out(),
+            r.err()
+        ),
+    );
+    let r = py("import os;pid=os.fork()\nif pid==0: os._exit(7)\n_,st=os.waitpid(pid,0);print(os.WEXITSTATUS(st))");
+    t.check(
+        r.out() == "7\n",
+        format!(
+            "fork (clone without CLONE_NEWUSER) works: {:?} {:?}",
+            r.out(),
+            r.err()
+        ),
+    );
+}
+
 fn case_containment(t: &mut T) {
     println!("containment: fork bomb, output flood, setsid'd orphan, timeout");
     if cgroup2_root().is_none() {
@@ -1773,6 +1832,7 @@ fn main() {
         ("read_only", case_read_only),
         ("no_network", case_no_network),
         ("protected", case_protected),
+        ("seccomp_edges", case_seccomp_edges),
         ("containment", case_containment),
         ("symlink_swap", case_symlink_swap),
         ("file_tools", case_file_tools),

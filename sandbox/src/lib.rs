@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 mod child_steps;
 pub mod creds;
+pub mod denylist;
 pub mod jail;
 pub mod landlock;
 pub mod process;

@@ -2,11 +2,12 @@
 //!
 //! The agent and the gateway get allow-lists (default: `EPERM`, so a program
 //! sees an ordinary kernel error). The executor gets a deny-list of what no
-//! system-administration command needs. seccompiler checks the architecture
-//! (a wrong one kills) but not the x32 ABI, whose syscall numbers carry bit
-//! 0x40000000 under the x86_64 audit arch: deny-lists get an x32 guard in
-//! front. (Allow-lists are x32-safe by construction: no x32 number is listed.)
+//! system-administration command needs, compiled by [`crate::denylist`]
+//! (it checks the architecture and kills x32 numbers, which carry bit
+//! 0x40000000 under the x86_64 audit arch). Allow-lists are x32-safe by
+//! construction: no x32 number is listed.
 
+use crate::denylist::DenyList;
 use crate::SandboxError;
 use seccompiler::{
     sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
@@ -298,145 +299,127 @@ pub struct DenyListOptions {
 }
 
 /// The executor's deny-list: what no system-administration command needs.
-pub fn executor_programs(opts: DenyListOptions) -> Result<Vec<BpfProgram>, SandboxError> {
-    let mut rules = Rules::new();
-    always(
-        &mut rules,
-        &[
-            libc::SYS_kexec_load,
-            libc::SYS_kexec_file_load,
-            libc::SYS_init_module,
-            libc::SYS_finit_module,
-            libc::SYS_delete_module,
-            libc::SYS_bpf,
-            libc::SYS_perf_event_open,
-            libc::SYS_keyctl,
-            libc::SYS_add_key,
-            libc::SYS_request_key,
-            libc::SYS_userfaultfd,
-            libc::SYS_io_uring_setup,
-            libc::SYS_io_uring_enter,
-            libc::SYS_io_uring_register,
-            libc::SYS_ptrace,
-            libc::SYS_process_vm_readv,
-            libc::SYS_process_vm_writev,
-            // Leaving the action's namespaces (back to the host network).
-            libc::SYS_setns,
-            // File handles bypass path-based checks (the "shocker" escape).
-            libc::SYS_open_by_handle_at,
-            libc::SYS_name_to_handle_at,
-        ],
-    );
+pub fn executor_deny_list(opts: DenyListOptions) -> DenyList {
+    use crate::denylist::When;
+    let mut list = DenyList::new();
+    let mut always = |nrs: &[i64]| {
+        for &nr in nrs {
+            list.insert(nr, When::Always);
+        }
+    };
+    always(&[
+        libc::SYS_kexec_load,
+        libc::SYS_kexec_file_load,
+        libc::SYS_init_module,
+        libc::SYS_finit_module,
+        libc::SYS_delete_module,
+        libc::SYS_bpf,
+        libc::SYS_perf_event_open,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_userfaultfd,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+        libc::SYS_ptrace,
+        libc::SYS_process_vm_readv,
+        libc::SYS_process_vm_writev,
+        // Leaving the action's namespaces (back to the host network).
+        libc::SYS_setns,
+        // File handles bypass path-based checks (the "shocker" escape).
+        libc::SYS_open_by_handle_at,
+        libc::SYS_name_to_handle_at,
+    ]);
     if !opts.allow_mount {
-        always(
-            &mut rules,
-            &[
-                libc::SYS_mount,
-                libc::SYS_umount2,
-                libc::SYS_pivot_root,
-                libc::SYS_move_mount,
-                libc::SYS_open_tree,
-                libc::SYS_fsopen,
-                libc::SYS_fsmount,
-                libc::SYS_fsconfig,
-                libc::SYS_fspick,
-                libc::SYS_mount_setattr,
-            ],
-        );
+        always(&[
+            libc::SYS_mount,
+            libc::SYS_umount2,
+            libc::SYS_pivot_root,
+            libc::SYS_move_mount,
+            libc::SYS_open_tree,
+            libc::SYS_fsopen,
+            libc::SYS_fsmount,
+            libc::SYS_fsconfig,
+            libc::SYS_fspick,
+            libc::SYS_mount_setattr,
+        ]);
     }
     if opts.deny_metadata {
-        always(
-            &mut rules,
-            &[
-                libc::SYS_fchmod,
-                libc::SYS_fchmodat,
-                // fchmodat2 (Linux 6.6; 452 on every architecture, not in libc for aarch64).
-                452,
-                libc::SYS_fchown,
-                libc::SYS_fchownat,
-                libc::SYS_utimensat,
-                libc::SYS_setxattr,
-                libc::SYS_lsetxattr,
-                libc::SYS_fsetxattr,
-                libc::SYS_removexattr,
-                libc::SYS_lremovexattr,
-                libc::SYS_fremovexattr,
-                // setxattrat / removexattrat (Linux 6.13; same number on
-                // every architecture, not yet in libc).
-                463,
-                466,
-            ],
-        );
+        always(&[
+            libc::SYS_fchmod,
+            libc::SYS_fchmodat,
+            // fchmodat2 (Linux 6.6; 452 on every architecture, not in libc for aarch64).
+            452,
+            libc::SYS_fchown,
+            libc::SYS_fchownat,
+            libc::SYS_utimensat,
+            libc::SYS_setxattr,
+            libc::SYS_lsetxattr,
+            libc::SYS_fsetxattr,
+            libc::SYS_removexattr,
+            libc::SYS_lremovexattr,
+            libc::SYS_fremovexattr,
+            // setxattrat / removexattrat (Linux 6.13; same number on
+            // every architecture, not yet in libc).
+            463,
+            466,
+        ]);
         #[cfg(target_arch = "x86_64")]
-        always(
-            &mut rules,
-            &[
-                libc::SYS_chmod,
-                libc::SYS_chown,
-                libc::SYS_lchown,
-                libc::SYS_utime,
-                libc::SYS_utimes,
-                libc::SYS_futimesat,
-            ],
-        );
+        always(&[
+            libc::SYS_chmod,
+            libc::SYS_chown,
+            libc::SYS_lchown,
+            libc::SYS_utime,
+            libc::SYS_utimes,
+            libc::SYS_futimesat,
+        ]);
     }
     // No new user namespaces (they hand an unprivileged process every
     // capability over a fresh namespace and widen the kernel's attack surface).
-    let newuser = || -> Result<Vec<SeccompRule>, SandboxError> {
-        Ok(vec![rule(vec![arg64(
-            0,
-            SeccompCmpOp::MaskedEq(libc::CLONE_NEWUSER as u64),
-            libc::CLONE_NEWUSER as u64,
-        )?])?])
+    let newuser = When::MaskedLow {
+        arg: 0,
+        mask: libc::CLONE_NEWUSER as u32,
     };
-    rules.insert(libc::SYS_unshare, newuser()?);
-    rules.insert(libc::SYS_clone, newuser()?);
+    list.insert(libc::SYS_unshare, newuser.clone());
+    list.insert(libc::SYS_clone, newuser);
     if let Some(pid) = opts.protect_pid {
-        let pid32 = pid as u32 as u64;
-        let neg = (-pid) as u32 as u64;
-        let mut kill_rules = vec![
-            rule(vec![arg32(0, SeccompCmpOp::Eq, pid32)?])?,
-            rule(vec![arg32(0, SeccompCmpOp::Eq, neg)?])?,
-            rule(vec![arg32(0, SeccompCmpOp::Eq, u32::MAX as u64)?])?,
-        ];
+        let pid32 = pid as u32;
+        let mut kill = vec![pid32, (-pid) as u32, u32::MAX];
         if let Some(pgid) = opts.protect_pgid.filter(|&g| g > 1 && g != pid) {
-            kill_rules.push(rule(vec![arg32(
-                0,
-                SeccompCmpOp::Eq,
-                (-pgid) as u32 as u64,
-            )?])?);
+            kill.push((-pgid) as u32);
         }
-        rules.insert(libc::SYS_kill, kill_rules);
-        rules.insert(
-            libc::SYS_tkill,
-            vec![rule(vec![arg32(0, SeccompCmpOp::Eq, pid32)?])?],
+        list.insert(
+            libc::SYS_kill,
+            When::Arg32In {
+                arg: 0,
+                values: kill,
+            },
         );
-        rules.insert(
-            libc::SYS_tgkill,
-            vec![rule(vec![arg32(0, SeccompCmpOp::Eq, pid32)?])?],
-        );
-        rules.insert(
-            libc::SYS_pidfd_open,
-            vec![rule(vec![arg32(0, SeccompCmpOp::Eq, pid32)?])?],
-        );
+        for nr in [libc::SYS_tkill, libc::SYS_tgkill, libc::SYS_pidfd_open] {
+            list.insert(
+                nr,
+                When::Arg32In {
+                    arg: 0,
+                    values: vec![pid32],
+                },
+            );
+        }
         // A /proc/<pid> directory fd is a pidfd too: no pidfd signals at all.
-        always(
-            &mut rules,
-            &[
-                libc::SYS_pidfd_send_signal,
-                libc::SYS_rt_sigqueueinfo,
-                libc::SYS_rt_tgsigqueueinfo,
-            ],
-        );
+        for nr in [
+            libc::SYS_pidfd_send_signal,
+            libc::SYS_rt_sigqueueinfo,
+            libc::SYS_rt_tgsigqueueinfo,
+        ] {
+            list.insert(nr, When::Always);
+        }
     }
-    let mut deny = compile(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-    )?;
-    prepend_clone3_enosys(&mut deny);
-    prepend_x32_guard(&mut deny);
-    Ok(vec![deny])
+    list
+}
+
+/// The executor's deny-list as one program (see [`crate::denylist`]).
+pub fn executor_programs(opts: DenyListOptions) -> Result<Vec<BpfProgram>, SandboxError> {
+    Ok(vec![crate::denylist::compile(&executor_deny_list(opts))?])
 }
 
 const BPF_LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
@@ -448,7 +431,7 @@ const BPF_RET_K: u16 = 0x06; // BPF_RET | BPF_K
 /// program with two actions (seccompiler has one match action per filter, and
 /// a second filter could not be installed once the first denies prctl).
 /// clone3 is number 435 on every architecture, so this needs no arch check.
-fn prepend_clone3_enosys(prog: &mut BpfProgram) {
+pub(crate) fn prepend_clone3_enosys(prog: &mut BpfProgram) {
     let guard = [
         sock_filter {
             code: BPF_LD_W_ABS,
@@ -470,37 +453,4 @@ fn prepend_clone3_enosys(prog: &mut BpfProgram) {
         },
     ];
     prog.splice(0..0, guard);
-}
-
-/// On x86_64, kills any syscall whose number has the x32 bit set, before the
-/// deny-list (whose numbers are x86_64 ones) is consulted.
-fn prepend_x32_guard(prog: &mut BpfProgram) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        const X32_BIT: u32 = 0x4000_0000;
-        const BPF_JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
-        let guard = [
-            sock_filter {
-                code: BPF_LD_W_ABS,
-                jt: 0,
-                jf: 0,
-                k: 0,
-            }, // seccomp_data.nr
-            sock_filter {
-                code: BPF_JGE_K,
-                jt: 0,
-                jf: 1,
-                k: X32_BIT,
-            },
-            sock_filter {
-                code: BPF_RET_K,
-                jt: 0,
-                jf: 0,
-                k: libc::SECCOMP_RET_KILL_PROCESS,
-            },
-        ];
-        prog.splice(0..0, guard);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = prog;
 }
