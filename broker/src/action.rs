@@ -54,6 +54,18 @@ pub struct Outcome {
     pub file_result: Option<std::result::Result<(String, Option<FileChange>), String>>,
 }
 
+/// How one attempt of an action runs.
+pub struct RunHow<'a> {
+    pub timeout: Duration,
+    pub cancel: &'a CancelToken,
+    /// Where saved outputs go: `<tmp>/<save_prefix>.stdout|stderr`.
+    pub save_prefix: &'a str,
+    /// Secrets masked in the output streams.
+    pub redactor: &'a std::sync::Arc<crate::redact::Redactor>,
+    /// For a command: execve waits for this gate (the start record).
+    pub gate: Option<jail::GateWait>,
+}
+
 pub struct Runner {
     pub exec_path: PathBuf,
     /// The sysward binaries beside `exec_path`, never writable by an action
@@ -182,6 +194,7 @@ impl Runner {
         cgroup: Option<&ActionCgroup>,
         stdout: OwnedFd,
         stderr: OwnedFd,
+        gate: Option<jail::GateWait>,
     ) -> std::result::Result<ConfinedChild, String> {
         let parts = JailParts {
             landlock_ruleset: self.ruleset(profile)?,
@@ -191,7 +204,8 @@ impl Runner {
         };
         let jail = Jail::prepare(profile, command, parts)
             .map_err(|e| format!("confinement failed at {e}; nothing ran"))?;
-        jail.spawn(stdout, stderr).map_err(|e| match e {
+        jail.spawn(stdout, stderr, gate).map_err(|e| match e {
+            SpawnError::GateClosed => e.to_string(),
             SpawnError::Prepare(e) => format!("confinement failed at {e}; nothing ran"),
             SpawnError::Confinement { .. } => format!("{e}; nothing ran"),
             SpawnError::Cwd { .. } | SpawnError::Exec { .. } => {
@@ -227,17 +241,21 @@ impl Runner {
         }
     }
 
-    /// Runs `spec`. `cgroup` must be the one named in the spec (if any) so that
-    /// its processes die with the action.
+    /// Runs `spec` in `cgroup` (if any), so that its processes die with the
+    /// action.
     pub fn run(
         &self,
         spec: &ExecSpec,
         cgroup: Option<&ActionCgroup>,
-        timeout: Duration,
-        cancel: &CancelToken,
-        save_prefix: &str,
-        redactor: &std::sync::Arc<crate::redact::Redactor>,
+        how: RunHow<'_>,
     ) -> Result<Outcome> {
+        let RunHow {
+            timeout,
+            cancel,
+            save_prefix,
+            redactor,
+            gate,
+        } = how;
         let start = Instant::now();
         let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
@@ -246,7 +264,7 @@ impl Runner {
         let (mut child, mut chan) = match spec {
             ExecSpec::Command {
                 profile, command, ..
-            } => match self.start_command(profile, command, cgroup, out_w, err_w) {
+            } => match self.start_command(profile, command, cgroup, out_w, err_w, gate) {
                 Ok(child) => (Proc::Jailed(child), None),
                 Err(message) => return Ok(not_run(message, start, out, err)),
             },

@@ -371,6 +371,58 @@ impl Audit {
     }
 }
 
+/// Writes records on its own thread: an action's confinement steps run while
+/// its start record goes to disk, and a gate (see `sysward_sandbox::jail::gate`)
+/// lets the command execve only once the record is durable.
+pub struct Writer {
+    jobs: std::sync::mpsc::Sender<WriterJob>,
+}
+
+struct WriterJob {
+    event: Value,
+    then_open: sysward_sandbox::jail::GateOpener,
+    done: std::sync::mpsc::SyncSender<Result<u64>>,
+}
+
+impl Writer {
+    pub fn start(audit: std::sync::Arc<Audit>) -> Result<Writer> {
+        let (jobs, rx) = std::sync::mpsc::channel::<WriterJob>();
+        std::thread::Builder::new()
+            .name("audit-writer".to_string())
+            .spawn(move || {
+                for job in rx {
+                    let written = audit.record(job.event);
+                    if written.is_ok() {
+                        // The child may already be gone (it failed before
+                        // the gate): nothing to open then.
+                        let _ = job.then_open.open();
+                    }
+                    // Not written: the opener is dropped unopened and the
+                    // child exits without running anything.
+                    let _ = job.done.send(written);
+                }
+            })
+            .context("cannot start the audit writer")?;
+        Ok(Writer { jobs })
+    }
+
+    /// Records `event` durably, then opens `gate`. The answer arrives on the
+    /// returned channel (an error if the writer is gone).
+    pub fn record_then_open(
+        &self,
+        event: Value,
+        gate: sysward_sandbox::jail::GateOpener,
+    ) -> std::sync::mpsc::Receiver<Result<u64>> {
+        let (done, answer) = std::sync::mpsc::sync_channel(1);
+        let _ = self.jobs.send(WriterJob {
+            event,
+            then_open: gate,
+            done,
+        });
+        answer
+    }
+}
+
 impl Drop for Audit {
     fn drop(&mut self) {
         if let Ok(state) = self.state.lock() {
@@ -468,6 +520,27 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn lazy_records_join_the_chain_and_the_anchor_syncs_them() {
+        let d = temp_dir("lazy");
+        let (log, head) = (d.join("audit.log"), d.join("audit.head"));
+        let a = Audit::open(&log, &head).unwrap();
+        a.record(json!({"event": "action_start", "n": 1})).unwrap();
+        a.record_lazy(json!({"event": "tool", "n": 1})).unwrap();
+        assert!(a.state.lock().unwrap().unsynced);
+        // The next durable record carries the lazy one with it.
+        a.record(json!({"event": "action_start", "n": 2})).unwrap();
+        assert!(!a.state.lock().unwrap().unsynced);
+        a.record_lazy(json!({"event": "tool", "n": 2})).unwrap();
+        let (seq, _) = a.anchor().unwrap();
+        assert_eq!(seq, 4);
+        assert!(!a.state.lock().unwrap().unsynced);
+        let v = verify_log(&log).unwrap();
+        assert_eq!(v.records, 4);
+        assert!(v.first_break.is_none());
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     fn write_three(dir: &Path) -> (PathBuf, PathBuf) {

@@ -188,6 +188,8 @@ struct Session<'a> {
     approvals: Approvals,
     /// The task being worked on (for pending approvals).
     current_task: Option<String>,
+    /// Started at the first action.
+    audit_writer: Option<crate::audit::Writer>,
     _lock: ProjectLock,
 }
 
@@ -311,6 +313,7 @@ impl<'a> Session<'a> {
             secrets,
             approvals,
             current_task: None,
+            audit_writer: None,
             _lock: lock,
         };
         session.handshake(setup)?;
@@ -686,6 +689,7 @@ impl<'a> Session<'a> {
         };
         record["approved_by"] = json!(approved_by);
         let mut executed = false;
+        let mut action_ran = false;
         let result = if self.dry_run && !crate::decide::runs_in_dry_run(decision.category) {
             ToolResult::refused(
                 &call_id,
@@ -701,20 +705,14 @@ impl<'a> Session<'a> {
                 ),
             )
         } else {
-            // Written and on disk before anything runs: a crash or a kill
-            // during the action still leaves its record.
+            // On disk before anything runs (execute waits for it): a crash or
+            // a kill during the action still leaves its record.
             let mut start = record.clone();
             start["event"] = json!("action_start");
-            if let Err(e) = self.audit(start) {
-                return ToolResult::refused(
-                    &call_id,
-                    ToolStatus::Error,
-                    format!("the audit log cannot be written, so nothing ran: {e}"),
-                );
-            }
             executed = true;
             self.actions += 1;
-            let (result, change) = self.execute(&call_id, &plan, &decision);
+            let (result, change, ran) = self.execute(&call_id, &plan, &decision, start);
+            action_ran = ran;
             if let Some(c) = change {
                 record["change"] = json!({"path": c.path, "diff": c.diff, "backup": c.backup, "rollback": c.rollback});
             }
@@ -735,11 +733,13 @@ impl<'a> Session<'a> {
             self.audit(record)
         };
         if let Err(e) = audited {
-            return ToolResult::refused(
-                &call_id,
-                ToolStatus::Error,
-                format!("the action ran but the audit log failed: {e}"),
-            );
+            // Nothing unaudited reaches the model.
+            let what = if action_ran {
+                "the action ran but the audit log failed"
+            } else {
+                "nothing ran, and the audit log failed"
+            };
+            return ToolResult::refused(&call_id, ToolStatus::Error, format!("{what}: {e}"));
         }
         result
     }
@@ -914,14 +914,44 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// The start record of an action, on disk before the action runs. For a
+    /// command it is written by the audit writer while the command's
+    /// confinement steps run; the gate lets it execve only once the record is
+    /// durable. Returns the gate to hand to the spawn and the writer's answer.
+    #[allow(clippy::type_complexity)]
+    fn audit_start(
+        &mut self,
+        mut start: serde_json::Value,
+        gated: bool,
+    ) -> Result<(
+        Option<sysward_sandbox::jail::GateWait>,
+        Option<std::sync::mpsc::Receiver<Result<u64>>>,
+    )> {
+        self.secrets.redactor().redact_json(&mut start);
+        if gated {
+            if self.audit_writer.is_none() {
+                self.audit_writer = crate::audit::Writer::start(Arc::clone(&self.ctx.audit)).ok();
+            }
+            if let (Some(writer), Ok((opener, wait))) =
+                (&self.audit_writer, sysward_sandbox::jail::gate())
+            {
+                return Ok((Some(wait), Some(writer.record_then_open(start, opener))));
+            }
+        }
+        self.ctx.audit.record(start)?;
+        Ok((None, None))
+    }
+
     /// Runs an allowed action; also returns the file change to audit, if any.
     fn execute(
         &mut self,
         call_id: &str,
         plan: &crate::decide::Plan,
         decision: &crate::decide::Verdict,
-    ) -> (ToolResult, Option<FileChange>) {
-        let refused = |status, msg: String| (ToolResult::refused(call_id, status, msg), None);
+        start_record: serde_json::Value,
+    ) -> (ToolResult, Option<FileChange>, bool) {
+        let refused =
+            |status, msg: String| (ToolResult::refused(call_id, status, msg), None, false);
         let Some(mut profile) = decision.profile.clone() else {
             return refused(
                 ToolStatus::Denied,
@@ -966,20 +996,46 @@ impl<'a> Session<'a> {
         }
         let timeout = Duration::from_secs(u64::from(profile.timeout_secs.max(1)));
         let cancel = self.op.cancel_token().clone();
+        let gated = matches!(spec, sysward_ipc::exec::ExecSpec::Command { .. });
+        let (mut gate, mut pending_audit) = match self.audit_start(start_record, gated) {
+            Ok(g) => g,
+            Err(e) => {
+                return refused(
+                    ToolStatus::Error,
+                    format!("the audit log cannot be written, so nothing ran: {e:#}"),
+                )
+            }
+        };
         // Retried only where the command provably did nothing (seed 000): the
         // dpkg lock was held, or a name did not resolve for now.
         let mut cgroup = cgroup;
         let mut retries: Vec<String> = Vec::new();
         let mut attempt = 0usize;
         let outcome = loop {
-            let outcome = match self.ctx.runner.run(
+            let outcome = self.ctx.runner.run(
                 &spec,
                 cgroup.as_ref(),
-                timeout,
-                &cancel,
-                &format!("{action_id}-{attempt}"),
-                &redactor,
-            ) {
+                crate::action::RunHow {
+                    timeout,
+                    cancel: &cancel,
+                    save_prefix: &format!("{action_id}-{attempt}"),
+                    redactor: &redactor,
+                    gate: gate.take(),
+                },
+            );
+            // The start record is on disk before any retry, or nothing ran.
+            if let Some(answer) = pending_audit.take() {
+                let written = answer
+                    .recv()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("the audit writer stopped")));
+                if let Err(e) = written {
+                    return refused(
+                        ToolStatus::Error,
+                        format!("the audit log cannot be written, so nothing ran: {e:#}"),
+                    );
+                }
+            }
+            let outcome = match outcome {
                 Ok(o) => o,
                 Err(e) => {
                     return refused(ToolStatus::Error, format!("cannot run the action: {e:#}"))
@@ -1026,6 +1082,7 @@ impl<'a> Session<'a> {
             .collect();
         notes.extend(retries);
         let mut change = None;
+        let outcome_ran = outcome.ending != Ending::NotRun;
         match outcome.ending {
             Ending::Exited(code) => {
                 result.exit_code = Some(code);
@@ -1080,7 +1137,8 @@ impl<'a> Session<'a> {
         }
         result.redactions = outcome.redactions.total().min(u64::from(u32::MAX)) as u32;
         redact::redact_tool_result(&redactor, &mut result);
-        (result, change)
+        let ran = outcome_ran;
+        (result, change, ran)
     }
 }
 

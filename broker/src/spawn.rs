@@ -139,16 +139,26 @@ pub fn spawn_mapped(
     cmd.args(args)
         .env_clear()
         .current_dir("/")
+        // Its own process group: the terminal's Ctrl+C (SIGINT to the
+        // foreground group) reaches the broker, which cancels the turn, and
+        // never the agent, the gateway or an executor directly.
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr);
     // SAFETY: the closure runs between fork and exec in the child and calls only
-    // async-signal-safe functions (fcntl, dup2) on fds it owns, with no
-    // allocation. Every source fd is first copied above 10 (close-on-exec), so
-    // none can clobber another when it already sits at a target number; dup2
-    // onto the target clears close-on-exec on the copy the program keeps.
+    // async-signal-safe functions (fcntl, dup2, raw rt_sigaction and
+    // rt_sigprocmask) on fds it owns, with no allocation. Every source fd is
+    // first copied above 10 (close-on-exec), so none can clobber another when
+    // it already sits at a target number; dup2 onto the target clears
+    // close-on-exec on the copy the program keeps.
     unsafe {
         cmd.pre_exec(move || {
+            // std keeps the signal mask across exec: the broker blocks SIGINT
+            // and SIGTERM (its signal thread waits for them), and a child —
+            // or a validate command the executor starts — must not inherit
+            // that, nor anything ignored.
+            sysward_sandbox::sys::reset_signals()?;
             let mut high = [-1i32; MAX];
             for i in 0..count {
                 let copy = libc::fcntl(map[i].0, libc::F_DUPFD_CLOEXEC, 10);

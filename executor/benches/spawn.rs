@@ -110,7 +110,7 @@ fn jailed(profile: &ConfinementProfile, command: &CommandSpec, parts: JailParts)
     let jail = Jail::prepare(profile, command, parts).unwrap();
     let (mut out_r, out_w) = std::io::pipe().unwrap();
     let (mut err_r, err_w) = std::io::pipe().unwrap();
-    let child = jail.spawn(out_w.into(), err_w.into()).unwrap();
+    let child = jail.spawn(out_w.into(), err_w.into(), None).unwrap();
     let mut sink = Vec::new();
     let _ = out_r.read_to_end(&mut sink);
     let _ = err_r.read_to_end(&mut sink);

@@ -265,7 +265,7 @@ fn spawn_jailed(profile: &ConfinementProfile, command: &CommandSpec, o: &Opts) -
     };
     let (out_r, out_w) = std::io::pipe().unwrap();
     let (err_r, err_w) = std::io::pipe().unwrap();
-    let child = match jail.spawn(out_w.into(), err_w.into()) {
+    let child = match jail.spawn(out_w.into(), err_w.into(), None) {
         Ok(c) => c,
         Err(SpawnError::Prepare(e)) => return confinement_failed(e.step_name(), e.to_string()),
         Err(SpawnError::Confinement { step, error }) => {

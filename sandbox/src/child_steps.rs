@@ -11,7 +11,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 /// The steps, in the order they run; a failure names one by index.
-pub const STEPS: [&str; 17] = [
+pub const STEPS: [&str; 19] = [
     "process group",
     "controlling terminal",
     "rlimits",
@@ -29,13 +29,15 @@ pub const STEPS: [&str; 17] = [
     "landlock",
     "seccomp",
     "cwd",
+    "signals",
+    "parent death signal",
 ];
 /// Index of "cwd" in [`STEPS`]: the caller reports it as "cannot enter …".
 pub const STEP_CWD: u8 = 16;
-/// Resetting signal dispositions (after "cwd").
-pub const STEP_SIGNALS: u8 = 17;
+const STEP_SIGNALS: u8 = 17;
+const STEP_PDEATHSIG: u8 = 18;
 
-/// A failed step: its index in [`STEPS`] (or [`STEP_SIGNALS`]) and the errno.
+/// A failed step: its index in [`STEPS`] and the errno.
 pub type Failure = (u8, i32);
 
 /// Where the action's network comes from.
@@ -65,6 +67,9 @@ pub struct ChildPlan {
     pub uid: libc::uid_t,
     pub gid: libc::gid_t,
     pub groups: Vec<libc::gid_t>,
+    /// This process: the action dies with it (the parent-death signal), and
+    /// it must still be there once the signal is set.
+    pub parent: libc::pid_t,
     pub landlock_ruleset: Arc<OwnedFd>,
     pub seccomp: Arc<Vec<libc::sock_filter>>,
     pub cwd: CString,
@@ -170,6 +175,16 @@ impl ChildPlan {
         };
         check(6, rc)?;
         self.credentials()?;
+        // After the credential change, which clears it: a broker that dies
+        // (kill -9, crash) takes its running action with it instead of
+        // leaving it unwatched, untimed and unaudited.
+        prctl(
+            STEP_PDEATHSIG,
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+        )?;
+        // SAFETY: getppid has no preconditions.
+        ensure(STEP_PDEATHSIG, unsafe { libc::getppid() } == self.parent)?;
         prctl(13, libc::PR_SET_NO_NEW_PRIVS, 1)?;
         ensure(13, prctl(13, libc::PR_GET_NO_NEW_PRIVS, 0)? == 1)?;
         // SAFETY: the ruleset fd this plan owns; no memory is passed.

@@ -8,7 +8,7 @@
 //! command): the exec and dynamic loading of that helper cost more than the
 //! whole confinement. The steps and their order are the executor's.
 
-use crate::child_steps::{ChildNetwork, ChildPlan, STEPS, STEP_CWD, STEP_SIGNALS};
+use crate::child_steps::{ChildNetwork, ChildPlan, STEPS, STEP_CWD};
 use crate::deps::{caps, seccompiler};
 use crate::{creds, seccomp, SandboxError};
 use std::ffi::CString;
@@ -130,6 +130,9 @@ pub enum SpawnError {
     /// The working directory cannot be entered as the action's user.
     #[error("cannot enter {cwd}: {error}")]
     Cwd { cwd: String, error: std::io::Error },
+    /// The gate was never opened: fully confined, nothing ran.
+    #[error("the action was held back (its audit record was not written); nothing ran")]
+    GateClosed,
     /// Confined, but execve failed.
     #[error("{program}: {error}")]
     Exec {
@@ -201,19 +204,63 @@ impl ConfinedChild {
 }
 
 /// What the child function reads: the plan, the exec arguments and the
-/// descriptors for its standard streams and its failure report.
+/// descriptors for its standard streams, its failure report and its gate.
 struct ChildContext<'a> {
     plan: &'a ChildPlan,
     argv: &'a [*const libc::c_char],
     envp: &'a [*const libc::c_char],
     stdio: [libc::c_int; 3],
     report: libc::c_int,
+    /// (read end, write end) of the gate, if any.
+    gate: Option<(libc::c_int, libc::c_int)>,
+}
+
+/// Lets a confined child reach its execve only once something else is done
+/// — the broker's audit record on disk — while the confinement steps run in
+/// parallel with it. The child, fully confined, waits for one byte: `1`
+/// opens the gate; anything else, or the [`GateOpener`] dropped unopened,
+/// and the child exits without running anything.
+pub fn gate() -> std::io::Result<(GateOpener, GateWait)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a live two-element array pipe2 fills.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 just returned these two fds; nothing else owns them.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let write_fd = w.as_raw_fd();
+    Ok((GateOpener { write: w }, GateWait { read: r, write_fd }))
+}
+
+/// The side that opens the gate (another thread).
+#[derive(Debug)]
+pub struct GateOpener {
+    write: OwnedFd,
+}
+
+impl GateOpener {
+    /// Lets the child run its command.
+    pub fn open(self) -> std::io::Result<()> {
+        let mut f = std::fs::File::from(self.write);
+        std::io::Write::write_all(&mut f, b"1")
+    }
+}
+
+/// The child's side, given to [`Jail::spawn`].
+#[derive(Debug)]
+pub struct GateWait {
+    read: OwnedFd,
+    /// The opener's descriptor, closed in the child so that a dropped opener
+    /// means end of file there.
+    write_fd: libc::c_int,
 }
 
 /// Index past [`STEPS`] that marks an execve failure in the report.
 const STEP_EXEC: u8 = 200;
 /// Index for a failure to set up the standard streams.
 const STEP_STDIO: u8 = 201;
+/// Index for a gate that did not open.
+const STEP_GATE: u8 = 202;
 const CHILD_STACK: usize = 256 << 10;
 const PAGE: usize = 4096;
 
@@ -309,6 +356,7 @@ impl Jail {
             uid: profile.uid,
             gid: profile.gid,
             groups: profile.groups.clone(),
+            parent: crate::sys::getpid(),
             landlock_ruleset: parts.landlock_ruleset,
             seccomp: parts.seccomp,
             cwd,
@@ -326,7 +374,12 @@ impl Jail {
     /// Starts the command: clone(CLONE_VM | CLONE_VFORK) — no copy of this
     /// process's page tables, which costs more than the whole confinement —
     /// the steps in the child, then execve. Stdin is /dev/null.
-    pub fn spawn(self, stdout: OwnedFd, stderr: OwnedFd) -> Result<ConfinedChild, SpawnError> {
+    pub fn spawn(
+        self,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+        gate: Option<GateWait>,
+    ) -> Result<ConfinedChild, SpawnError> {
         let prep = |what: &str, e: std::io::Error| {
             SpawnError::Prepare(SandboxError::step("command", format!("{what}: {e}")))
         };
@@ -348,6 +401,7 @@ impl Jail {
                 stdio[2].as_raw_fd(),
             ],
             report: report_w.as_raw_fd(),
+            gate: gate.as_ref().map(|g| (g.read.as_raw_fd(), g.write_fd)),
         };
         let stack = ChildStack::new().map_err(|e| prep("child stack", e))?;
         let mut pidfd: libc::c_int = -1;
@@ -384,6 +438,7 @@ impl Jail {
         drop(stack);
         drop(report_w);
         drop(stdio);
+        drop(gate);
         if pid < 0 {
             return Err(prep("clone", clone_error));
         }
@@ -409,14 +464,11 @@ impl Jail {
                         program: self.program,
                         error,
                     },
-                    STEP_SIGNALS => SpawnError::Confinement {
-                        step: "signals",
-                        error,
-                    },
                     STEP_STDIO => SpawnError::Confinement {
                         step: "standard streams",
                         error,
                     },
+                    STEP_GATE => SpawnError::GateClosed,
                     n => SpawnError::Confinement {
                         step: STEPS.get(usize::from(n)).copied().unwrap_or("unknown step"),
                         error,
@@ -449,6 +501,25 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     }
     if let Err((step, e)) = ctx.plan.apply() {
         return fail(step, e, 126);
+    }
+    if let Some((read, write)) = ctx.gate {
+        // SAFETY: closing this child's copy of the opener's fd, then a
+        // one-byte read into a live local from the gate's read end.
+        let (n, byte) = unsafe {
+            libc::close(write);
+            let mut byte = 0u8;
+            let mut n;
+            loop {
+                n = libc::read(read, (&mut byte as *mut u8).cast(), 1);
+                if n >= 0 || errno() != libc::EINTR {
+                    break;
+                }
+            }
+            (n, byte)
+        };
+        if n != 1 || byte != b'1' {
+            return fail(STEP_GATE, libc::ECANCELED, 126);
+        }
     }
     // SAFETY: NULL-terminated arrays of pointers into live CStrings owned by
     // the suspended parent's Jail; execve only returns on failure.

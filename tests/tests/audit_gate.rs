@@ -1,0 +1,210 @@
+//! An action runs only once its start record is on disk, and a broker that
+//! dies takes its running action with it (as root, real process tree).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use sysward_broker::project::Layout;
+use sysward_broker::session::{run_session, SessionRequest};
+use sysward_ipc::agent::SessionMode;
+use sysward_tests::*;
+
+fn policy() -> &'static str {
+    "EXECUTION_MODE=guarded\nALLOW_OUTSIDE_PROJECT_READ=true\nDEFAULT_COMMAND_TIMEOUT=60"
+}
+
+#[test]
+fn a_killed_broker_leaves_the_start_record_and_takes_its_action_along() {
+    if !require_root("a_killed_broker_leaves_the_start_record") {
+        return;
+    }
+    ensure_accounts();
+    let server = scenario(
+        r#"{"steps":[
+          {"tool_calls":[{"name":"exec","arguments":{"command":"sleep","args":["47"]}}]},
+          {"content":"done\nTASK_STATUS: DONE"}
+        ]}"#,
+    );
+    let p = TestProject::new("audit-kill");
+    p.init_conf(&server, "")
+        .agent_md(policy())
+        .write("01-sleep.md", "# Sleep\nSleep a while.\n");
+    let mut broker = Command::new(sysward())
+        .args(["run", "--root", p.dir.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let broker_pid = broker.id();
+    // The command is the broker's own child (no helper exec in between).
+    let sleeper = wait_for(Duration::from_secs(30), "the action to run", || {
+        children_named(broker_pid, "sleep").first().copied()
+    });
+    let audit = audit_records(&p);
+    let start = audit
+        .iter()
+        .find(|r| r["event"]["event"] == "action_start")
+        .unwrap_or_else(|| panic!("no action_start while the action runs: {audit:?}"));
+    assert!(
+        start["event"]["request"]
+            .as_str()
+            .unwrap()
+            .contains("sleep 47"),
+        "{start}"
+    );
+    assert_eq!(start["event"]["decision"], "allow");
+    // kill -9: no chance to clean up.
+    broker.kill().unwrap();
+    broker.wait().unwrap();
+    wait_for(Duration::from_secs(10), "the action to die", || {
+        (!std::path::Path::new(&format!("/proc/{sleeper}")).exists()
+            || status_field(sleeper, "State:").is_some_and(|s| s.starts_with('Z')))
+        .then_some(())
+    });
+    // The log still verifies: the start record is whole.
+    let verify = run_sysward(
+        &["audit", "verify", "--root", p.dir.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    assert!(verify.status.success(), "{}", describe(&verify));
+}
+
+/// Makes the audit log immutable as soon as the action is decided, so that
+/// its start record cannot be written.
+struct FreezeLogOnDecision {
+    inner: Recorder,
+    log: std::path::PathBuf,
+}
+
+impl sysward_broker::operator::Operator for FreezeLogOnDecision {
+    fn session_started(&self, a: &str, b: &str) {
+        self.inner.session_started(a, b)
+    }
+    fn event(&self, e: &sysward_ipc::agent::AgentEvent) {
+        self.inner.event(e)
+    }
+    fn next_input(&self) -> Option<String> {
+        None
+    }
+    fn approve(
+        &self,
+        _: &sysward_ipc::operator::ApprovalPrompt,
+    ) -> Option<(sysward_ipc::operator::ApprovalDecision, String)> {
+        None
+    }
+    fn finished(&self, _: &sysward_ipc::operator::SessionSummary) {}
+    fn cancel_token(&self) -> &sysward_broker::cancel::CancelToken {
+        &self.inner.cancel
+    }
+    fn decided(&self, _: &str, _: &str, _: &str, _: &str) {
+        let st = Command::new("chattr")
+            .arg("+i")
+            .arg(&self.log)
+            .status()
+            .unwrap();
+        assert!(st.success(), "chattr +i failed");
+    }
+}
+
+#[test]
+fn when_the_start_record_cannot_be_written_nothing_runs() {
+    if !require_root("when_the_start_record_cannot_be_written") {
+        return;
+    }
+    ensure_accounts();
+    let p = TestProject::new("audit-frozen");
+    // A directory of its own: the project directory holds protected files,
+    // so nothing new can be created right in it.
+    std::fs::create_dir_all(p.path("work")).unwrap();
+    let marker = p.path("work").join("the-action-ran");
+    let server = scenario(&format!(
+        r#"{{"steps":[
+          {{"tool_calls":[{{"name":"exec","arguments":{{"command":"touch","args":["{}"]}}}}]}},
+          {{"content":"done\nTASK_STATUS: DONE"}}
+        ]}}"#,
+        marker.display()
+    ));
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive\nDEFAULT_COMMAND_TIMEOUT=60")
+        .write("01-touch.md", "# Touch\nMake a marker.\n");
+    let layout = Layout::standalone(&p.dir).unwrap();
+    let ctx = sysward_broker::context::broker_context_with_binaries(layout, &bin_dir()).unwrap();
+    let op = FreezeLogOnDecision {
+        inner: Recorder::new(),
+        log: p.path("audit.log"),
+    };
+    let _ = run_session(
+        &ctx,
+        SessionRequest {
+            mode: SessionMode::Tasks { rerun: false },
+            dry_run: false,
+            operator: "test".into(),
+        },
+        &op,
+    );
+    let _ = Command::new("chattr")
+        .arg("-i")
+        .arg(p.path("audit.log"))
+        .status();
+    let chats = server.chat_requests();
+    assert!(chats.len() >= 2, "the model never got the tool result");
+    assert!(
+        chats[1].contains("nothing ran"),
+        "{}",
+        chats[1].message_text()
+    );
+    assert!(!marker.exists(), "the command ran without its audit record");
+}
+
+/// A file operation's validate command starts with clean signals and is part
+/// of the action: what it leaves behind (setsid'd, in the background) dies
+/// with the action.
+#[test]
+fn a_validate_command_leaves_nothing_running() {
+    if !require_root("a_validate_command_leaves_nothing_running") {
+        return;
+    }
+    ensure_accounts();
+    let p = TestProject::new("validate-orphan");
+    std::fs::create_dir_all(p.path("work")).unwrap();
+    let target = p.path("work").join("app.conf");
+    let first = p.path("work").join("mask.conf");
+    let server = scenario(&format!(
+        r#"{{"steps":[
+          {{"tool_calls":[{{"name":"write_file","arguments":{{"path":"{}","content":"x\n","validate":{{"command":"grep","args":["-q","^SigBlk:[[:space:]]*0*$","/proc/self/status"]}}}}}}]}},
+          {{"tool_calls":[{{"name":"write_file","arguments":{{"path":"{}","content":"port = 1\n","validate":{{"command":"sh","args":["-c","setsid sleep 4711 >/dev/null 2>&1 < /dev/null & true","{{file}}"]}}}}}}]}},
+          {{"content":"done\nTASK_STATUS: DONE"}}
+        ]}}"#,
+        first.display(),
+        target.display()
+    ));
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive\nDEFAULT_COMMAND_TIMEOUT=60")
+        .write("01-write.md", "# Write\nWrite the file.\n");
+    let out = run_sysward(
+        &["run", "--root", p.dir.to_str().unwrap(), "--json"],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    // The first validate command saw no blocked signal (the broker blocks
+    // SIGINT and SIGTERM for its own signal thread; children must not).
+    assert_eq!(
+        std::fs::read_to_string(&first).ok().as_deref(),
+        Some("x\n"),
+        "validate saw a blocked signal mask: {}",
+        describe(&out)
+    );
+    // The validate command really ran (positive control): the file is there.
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "port = 1\n");
+    let left = Command::new("pgrep")
+        .args(["-f", "sleep 4711"])
+        .output()
+        .unwrap();
+    let pids = String::from_utf8_lossy(&left.stdout).to_string();
+    if !pids.trim().is_empty() {
+        let _ = Command::new("pkill").args(["-f", "sleep 4711"]).status();
+    }
+    assert!(pids.trim().is_empty(), "left running: {pids}");
+}
