@@ -76,6 +76,9 @@ pub struct Runner {
     /// The broker's empty network namespace: entered by confined commands,
     /// passed to executors as fd 4.
     pub netns: Option<Arc<OwnedFd>>,
+    /// The broker's mount namespace with the system buses hidden, entered by
+    /// the commands that must not reach them.
+    pub hidden_buses: Option<Arc<OwnedFd>>,
     /// Landlock rulesets built once per distinct profile (the walk from `/` is
     /// the expensive part of confinement).
     rulesets: Mutex<HashMap<String, (Instant, Arc<OwnedFd>)>>,
@@ -131,6 +134,7 @@ impl Runner {
             cgroup_root,
             tmp_dir,
             netns: netns.map(Arc::new),
+            hidden_buses: None,
             rulesets: Default::default(),
             spare_cgroups: Default::default(),
             seccomp: Default::default(),
@@ -200,6 +204,7 @@ impl Runner {
             landlock_ruleset: self.ruleset(profile)?,
             seccomp: self.seccomp(profile)?,
             netns: self.netns.clone(),
+            hidden_buses: self.hidden_buses.clone(),
             cgroup_dir: cgroup.map(|c| c.dir().to_path_buf()),
         };
         let jail = Jail::prepare(profile, command, parts)

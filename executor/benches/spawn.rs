@@ -213,6 +213,7 @@ fn main() {
         landlock_ruleset: Arc::clone(&ruleset),
         seccomp: Arc::clone(&seccomp),
         netns: Some(Arc::clone(&netns)),
+        hidden_buses: None,
         cgroup_dir: None,
     };
     let built = || JailParts {

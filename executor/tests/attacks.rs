@@ -257,6 +257,7 @@ fn spawn_jailed(profile: &ConfinementProfile, command: &CommandSpec, o: &Opts) -
         landlock_ruleset: Arc::new(ruleset),
         seccomp: Arc::new(seccomp),
         netns,
+        hidden_buses: None,
         cgroup_dir: command.cgroup_dir.as_ref().map(PathBuf::from),
     };
     let jail = match Jail::prepare(profile, command, parts) {

@@ -58,6 +58,8 @@ pub struct ChildPlan {
     /// Directories to cover with an empty read-only tmpfs in a private mount
     /// namespace (none: the mount namespace is not touched).
     pub hide_dirs: Vec<CString>,
+    /// Or a ready mount namespace to enter (the broker's, buses hidden).
+    pub mount_ns: Option<Arc<OwnedFd>>,
     /// Capabilities kept, as a mask; every other is dropped from every set.
     pub keep_caps: u64,
     /// The kernel's highest capability number.
@@ -158,7 +160,13 @@ impl ChildPlan {
                     as libc::c_long)?;
             }
         }
-        if !self.hide_dirs.is_empty() {
+        if let Some(ns) = &self.mount_ns {
+            check(
+                5,
+                // SAFETY: setns on the namespace fd this plan owns.
+                unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNS) } as libc::c_long,
+            )?;
+        } else if !self.hide_dirs.is_empty() {
             self.hide()?;
         }
         // Whatever the parent left open dies at execve (Rust opens with

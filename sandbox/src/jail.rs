@@ -111,6 +111,9 @@ pub struct JailParts {
     /// The empty network namespace to enter when the profile has no network
     /// (None: a fresh one is unshared).
     pub netns: Option<Arc<OwnedFd>>,
+    /// A mount namespace where [`SYSTEM_BUS_DIRS`] are hidden, entered by
+    /// the profiles of [`hides_system_buses`] (None: each makes its own).
+    pub hidden_buses: Option<Arc<OwnedFd>>,
     /// The action's cgroup directory.
     pub cgroup_dir: Option<std::path::PathBuf>,
 }
@@ -336,7 +339,9 @@ impl Jail {
                 None => ChildNetwork::Fresh,
             }
         };
-        let hide_dirs = if hides_system_buses(profile) {
+        let hides = hides_system_buses(profile);
+        let mount_ns = parts.hidden_buses.filter(|_| hides);
+        let hide_dirs = if hides && mount_ns.is_none() {
             SYSTEM_BUS_DIRS
                 .iter()
                 .filter(|d| std::path::Path::new(d).is_dir())
@@ -350,6 +355,7 @@ impl Jail {
             cgroup_procs,
             network,
             hide_dirs,
+            mount_ns,
             keep_caps,
             last_cap: creds::cap_last_cap()?,
             ambient: profile.uid != 0 && keep_caps != 0,

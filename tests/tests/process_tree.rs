@@ -492,3 +492,104 @@ fn the_agent_ipc_traffic_never_carries_the_key() {
         "positive control: the gateway's setup should carry the key"
     );
 }
+
+/// The shared mount namespace that hides the buses follows the host: a
+/// filesystem mounted after the broker started is visible to an action that
+/// enters it (an unknown program), while the buses stay hidden.
+#[test]
+fn the_hidden_bus_namespace_sees_later_host_mounts() {
+    if !require_root("the_hidden_bus_namespace_sees_later_host_mounts") {
+        return;
+    }
+    ensure_accounts();
+    // Both ways: here, and again where every mount is shared (a fresh mount
+    // namespace made rshared), where the broker's shared namespace is used.
+    let nested = std::env::var_os("SYSWARD_TEST_SHARED_MOUNTS").is_some();
+    if !nested {
+        let out = Command::new("unshare")
+            .args([
+                "-m",
+                "--propagation",
+                "shared",
+                "env",
+                "SYSWARD_TEST_SHARED_MOUNTS=1",
+            ])
+            .arg(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "the_hidden_bus_namespace_sees_later_host_mounts",
+                "--nocapture",
+            ])
+            .output()
+            .unwrap();
+        let text = describe(&out);
+        assert!(out.status.success(), "{text}");
+        assert!(
+            text.contains("shared hidden-bus namespace in use: true"),
+            "{text}"
+        );
+    }
+    let p = TestProject::new(if nested { "mntns-shared" } else { "mntns" });
+    let mnt = p.path("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    // An unknown program: a copy of cat under a name the catalog lacks.
+    let tool = format!("/usr/local/bin/sysward-test-cat-{}", std::process::id());
+    std::fs::copy("/bin/cat", &tool).unwrap();
+    // ...and the buses stay hidden from it (positive control: the host sees it).
+    std::fs::create_dir_all("/run/dbus").unwrap();
+    let bus_marker = format!("/run/dbus/sysward-test-marker-{}", std::process::id());
+    std::fs::write(&bus_marker, "host-bus-dir\n").unwrap();
+    let server = scenario(&format!(
+        r#"{{"steps":[
+          {{"tool_calls":[{{"name":"exec","arguments":{{"command":"{tool}","args":["{}/marker"]}}}}]}},
+          {{"tool_calls":[{{"name":"exec","arguments":{{"command":"{tool}","args":["{bus_marker}"]}}}}]}},
+          {{"content":"done\nTASK_STATUS: DONE"}}
+        ]}}"#,
+        mnt.display()
+    ));
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=unrestricted\nAPPROVAL_MODE=permissive\nALLOW_OUTSIDE_PROJECT_READ=true")
+        .write("01-t.md", "# T\nRead the marker.\n");
+    let layout = sysward_broker::project::Layout::standalone(&p.dir).unwrap();
+    let ctx = sysward_broker::context::broker_context_with_binaries(layout, &bin_dir()).unwrap();
+    // The shared namespace exists where propagation reaches it (every host
+    // mount shared, as systemd makes them); elsewhere each action makes its
+    // own. Either way the action must see the current tree.
+    let all_shared = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .all(|l| l.split(" - ").next().unwrap().contains(" shared:"));
+    assert_eq!(ctx.runner.hidden_buses.is_some(), all_shared);
+    println!("shared hidden-bus namespace in use: {all_shared}");
+    // Mounted on the host after the namespace was made.
+    let mounted = Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=64k",
+            "sysward-test",
+            mnt.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    std::fs::write(mnt.join("marker"), "seen-through-the-namespace\n").unwrap();
+    let op = Recorder::new();
+    let _ = sysward_broker::session::run_session(
+        &ctx,
+        sysward_broker::session::SessionRequest {
+            mode: sysward_ipc::agent::SessionMode::Tasks { rerun: false },
+            dry_run: false,
+            operator: "test".into(),
+        },
+        &op,
+    );
+    let _ = Command::new("umount").arg(&mnt).status();
+    let _ = std::fs::remove_file(&tool);
+    let _ = std::fs::remove_file(&bus_marker);
+    let chats = server.chat_requests();
+    assert!(chats.len() >= 2, "no tool result");
+    let result = chats[1].message_text();
+    assert!(result.contains("seen-through-the-namespace"), "{result}");
+}
