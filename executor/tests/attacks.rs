@@ -154,28 +154,8 @@ fn spawn_raw(frame: &[u8], o: &Opts) -> Run {
         Ok(true) => chan.recv::<ExecReport>().ok(),
         _ => None,
     };
-    let start = Instant::now();
-    let mut timed_out = false;
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if start.elapsed() > o.timeout {
-            timed_out = true;
-            // The broker's kill: the whole cgroup, or at least the group.
-            if let Some(cg) = o.cgroup {
-                cg.kill();
-            }
-            // SAFETY: signal to the process group we spawned (setsid'd).
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            let _ = child.kill();
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    if let Some(cg) = o.cgroup {
-        // Anything left behind (setsid'd, double-forked) dies with the action.
-        cg.kill();
-    }
+    let pid = child.id();
+    let (status, timed_out) = finish(|| child.try_wait().unwrap(), pid, o);
     let (stdout, stdout_total) = out_t.join().unwrap();
     let stderr = err_t.join().unwrap();
     Run {
@@ -282,26 +262,7 @@ fn spawn_jailed(profile: &ConfinementProfile, command: &CommandSpec, o: &Opts) -
         }
     };
     let (out_t, err_t) = drain(out_r, err_r);
-    let start = Instant::now();
-    let mut timed_out = false;
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if start.elapsed() > o.timeout {
-            timed_out = true;
-            if let Some(cg) = o.cgroup {
-                cg.kill();
-            }
-            // SAFETY: signal to the process group the child leads.
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    if let Some(cg) = o.cgroup {
-        // Anything left behind (setsid'd, double-forked) dies with the action.
-        cg.kill();
-    }
+    let (status, timed_out) = finish(|| child.try_wait().unwrap(), child.id(), o);
     let (stdout, stdout_total) = out_t.join().unwrap();
     let stderr = err_t.join().unwrap();
     Run {
@@ -312,6 +273,38 @@ fn spawn_jailed(profile: &ConfinementProfile, command: &CommandSpec, o: &Opts) -
         stdout_total,
         timed_out,
     }
+}
+
+/// Waits for the action's first process (`pid`), killing it the broker's
+/// way past the timeout — the cgroup, the process group — and afterwards
+/// anything left in the cgroup (setsid'd, double-forked). Returns its status
+/// and whether it timed out.
+fn finish(
+    mut try_wait: impl FnMut() -> Option<std::process::ExitStatus>,
+    pid: u32,
+    o: &Opts,
+) -> (std::process::ExitStatus, bool) {
+    let start = Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(st) = try_wait() {
+            break st;
+        }
+        if start.elapsed() > o.timeout {
+            timed_out = true;
+            if let Some(cg) = o.cgroup {
+                cg.kill();
+            }
+            // SAFETY: signal to the process group the action leads (it is
+            // unreaped, so the number cannot have been reused).
+            unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    if let Some(cg) = o.cgroup {
+        cg.kill();
+    }
+    (status, timed_out)
 }
 
 type Drained = (

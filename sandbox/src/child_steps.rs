@@ -108,21 +108,20 @@ fn prctl(step: u8, option: libc::c_int, a: libc::c_ulong) -> Result<libc::c_long
     check(step, rc as libc::c_long)
 }
 
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: i32,
+/// prctl(PR_CAP_AMBIENT, `op`, `cap`).
+fn ambient(op: libc::c_int, cap: u32) -> Result<libc::c_long, Failure> {
+    // SAFETY: integer arguments only.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            op as libc::c_ulong,
+            cap as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    check(11, rc as libc::c_long)
 }
-
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
-const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 
 impl ChildPlan {
     /// Applies every step in order. Call only in the forked child.
@@ -269,27 +268,8 @@ impl ChildPlan {
         })?;
         ensure(8, n as usize == self.groups.len())?;
 
-        let (lo, hi) = (self.keep_caps as u32, (self.keep_caps >> 32) as u32);
-        let mut header = CapHeader {
-            version: LINUX_CAPABILITY_VERSION_3,
-            pid: 0,
-        };
-        let data = [
-            CapData {
-                effective: lo,
-                permitted: lo,
-                inheritable: lo,
-            },
-            CapData {
-                effective: hi,
-                permitted: hi,
-                inheritable: hi,
-            },
-        ];
-        // SAFETY: `header` and the two-element `data` are live, laid out as the kernel's version-3 structures, and only read.
-        check(11, unsafe {
-            libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr())
-        })?;
+        let io = |step: u8| move |e: std::io::Error| (step, e.raw_os_error().unwrap_or(libc::EIO));
+        crate::creds::capset_all(self.keep_caps).map_err(io(11))?;
         prctl(
             11,
             libc::PR_CAP_AMBIENT,
@@ -297,55 +277,21 @@ impl ChildPlan {
         )?;
         if self.ambient {
             for n in (0..=self.last_cap).filter(|&n| kept(n)) {
-                // SAFETY: integer arguments only.
-                let rc = unsafe {
-                    libc::prctl(
-                        libc::PR_CAP_AMBIENT,
-                        libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
-                        n as libc::c_ulong,
-                        0 as libc::c_ulong,
-                        0 as libc::c_ulong,
-                    )
-                };
-                check(11, rc as libc::c_long)?;
+                ambient(libc::PR_CAP_AMBIENT_RAISE, n)?;
             }
         }
-        // Read every set back from the kernel.
-        let mut now = [CapData::default(); 2];
-        header.version = LINUX_CAPABILITY_VERSION_3;
-        // SAFETY: `header` and `now` are live, laid out as the kernel's version-3 structures; the kernel fills `now`.
-        check(11, unsafe {
-            libc::syscall(
-                libc::SYS_capget,
-                &mut header as *mut CapHeader,
-                now.as_mut_ptr(),
-            )
-        })?;
+        // Read back from the kernel. Bounding and ambient: every
+        // PR_CAPBSET_DROP and the CLEAR_ALL above returned success, which the
+        // kernel only does once the capability is gone (a read-back per
+        // capability doubled this step); raised ambient ones are checked.
+        let (eff, prm, inh) = crate::creds::capget_all().map_err(io(11))?;
         ensure(
             11,
-            now[0].effective == lo
-                && now[0].permitted == lo
-                && now[0].inheritable == lo
-                && now[1].effective == hi
-                && now[1].permitted == hi
-                && now[1].inheritable == hi,
+            (eff, prm, inh) == (self.keep_caps, self.keep_caps, self.keep_caps),
         )?;
-        // Bounding and ambient: every PR_CAPBSET_DROP and the CLEAR_ALL
-        // above returned success, which the kernel only does once the
-        // capability is gone (a read-back per capability doubled this step).
         if self.ambient {
             for n in (0..=self.last_cap).filter(|&n| kept(n)) {
-                // SAFETY: integer arguments only.
-                let amb = unsafe {
-                    libc::prctl(
-                        libc::PR_CAP_AMBIENT,
-                        libc::PR_CAP_AMBIENT_IS_SET as libc::c_ulong,
-                        n as libc::c_ulong,
-                        0 as libc::c_ulong,
-                        0 as libc::c_ulong,
-                    )
-                };
-                ensure(11, check(11, amb as libc::c_long)? == 1)?;
+                ensure(11, ambient(libc::PR_CAP_AMBIENT_IS_SET, n)? == 1)?;
             }
         }
         if self.uid != 0 {

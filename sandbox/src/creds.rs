@@ -96,7 +96,8 @@ struct CapData {
 }
 
 /// capset(2) with the same 64-bit mask for effective, permitted, inheritable.
-fn capset_all(mask: u64) -> std::io::Result<()> {
+/// No allocation: the jailed child calls it.
+pub(crate) fn capset_all(mask: u64) -> std::io::Result<()> {
     const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
     let header = CapHeader {
         version: LINUX_CAPABILITY_VERSION_3,
@@ -122,6 +123,39 @@ fn capset_all(mask: u64) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// capget(2): the effective, permitted and inheritable sets as 64-bit masks.
+/// No allocation: the jailed child calls it.
+pub(crate) fn capget_all() -> std::io::Result<(u64, u64, u64)> {
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    let mut header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: `header` and the two-element `data` are live and laid out as
+    // the kernel's version-3 structures; the kernel fills `data`.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &mut header as *mut CapHeader,
+            data.as_mut_ptr(),
+        )
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let join = |lo: u32, hi: u32| u64::from(lo) | (u64::from(hi) << 32);
+    Ok((
+        join(data[0].effective, data[1].effective),
+        join(data[0].permitted, data[1].permitted),
+        join(data[0].inheritable, data[1].inheritable),
+    ))
 }
 
 /// Sets effective, permitted and inheritable to exactly `keep` (one capset),

@@ -268,6 +268,8 @@ pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<
 pub struct Recorder {
     pub cancel: sysward_broker::cancel::CancelToken,
     pub events: std::sync::Mutex<Vec<sysward_ipc::agent::AgentEvent>>,
+    /// Called when the broker has decided about a tool call (before it runs).
+    pub on_decided: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl Recorder {
@@ -275,6 +277,15 @@ impl Recorder {
         Recorder {
             cancel: sysward_broker::cancel::CancelToken::new().unwrap(),
             events: std::sync::Mutex::new(Vec::new()),
+            on_decided: None,
+        }
+    }
+
+    /// A recorder that calls `f` after each decision.
+    pub fn on_decided(f: impl Fn() + Send + Sync + 'static) -> Recorder {
+        Recorder {
+            on_decided: Some(Box::new(f)),
+            ..Recorder::new()
         }
     }
 
@@ -315,6 +326,11 @@ impl sysward_broker::operator::Operator for Recorder {
     fn finished(&self, _: &sysward_ipc::operator::SessionSummary) {}
     fn cancel_token(&self) -> &sysward_broker::cancel::CancelToken {
         &self.cancel
+    }
+    fn decided(&self, _: &str, _: &str, _: &str, _: &str) {
+        if let Some(f) = &self.on_decided {
+            f();
+        }
     }
 }
 

@@ -71,43 +71,6 @@ fn a_killed_broker_leaves_the_start_record_and_takes_its_action_along() {
     assert!(verify.status.success(), "{}", describe(&verify));
 }
 
-/// Makes the audit log immutable as soon as the action is decided, so that
-/// its start record cannot be written.
-struct FreezeLogOnDecision {
-    inner: Recorder,
-    log: std::path::PathBuf,
-}
-
-impl sysward_broker::operator::Operator for FreezeLogOnDecision {
-    fn session_started(&self, a: &str, b: &str) {
-        self.inner.session_started(a, b)
-    }
-    fn event(&self, e: &sysward_ipc::agent::AgentEvent) {
-        self.inner.event(e)
-    }
-    fn next_input(&self) -> Option<String> {
-        None
-    }
-    fn approve(
-        &self,
-        _: &sysward_ipc::operator::ApprovalPrompt,
-    ) -> Option<(sysward_ipc::operator::ApprovalDecision, String)> {
-        None
-    }
-    fn finished(&self, _: &sysward_ipc::operator::SessionSummary) {}
-    fn cancel_token(&self) -> &sysward_broker::cancel::CancelToken {
-        &self.inner.cancel
-    }
-    fn decided(&self, _: &str, _: &str, _: &str, _: &str) {
-        let st = Command::new("chattr")
-            .arg("+i")
-            .arg(&self.log)
-            .status()
-            .unwrap();
-        assert!(st.success(), "chattr +i failed");
-    }
-}
-
 #[test]
 fn when_the_start_record_cannot_be_written_nothing_runs() {
     if !require_root("when_the_start_record_cannot_be_written") {
@@ -131,10 +94,13 @@ fn when_the_start_record_cannot_be_written_nothing_runs() {
         .write("01-touch.md", "# Touch\nMake a marker.\n");
     let layout = Layout::standalone(&p.dir).unwrap();
     let ctx = sysward_broker::context::broker_context_with_binaries(layout, &bin_dir()).unwrap();
-    let op = FreezeLogOnDecision {
-        inner: Recorder::new(),
-        log: p.path("audit.log"),
-    };
+    // The log turns immutable once the action is decided, so that its start
+    // record cannot be written.
+    let log = p.path("audit.log");
+    let op = Recorder::on_decided(move || {
+        let st = Command::new("chattr").arg("+i").arg(&log).status().unwrap();
+        assert!(st.success(), "chattr +i failed");
+    });
     let _ = run_session(
         &ctx,
         SessionRequest {
