@@ -961,6 +961,27 @@ impl<'a> Session<'a> {
         if let Some(t) = plan.timeout_secs() {
             profile.timeout_secs = t.min(tools::MAX_TIMEOUT_SECS) as u32;
         }
+        // The start record goes to disk first thing: for a command, on the
+        // audit thread while the rest is prepared and the command confined
+        // (its execve waits at the gate); a refusal below still waits for it,
+        // so that the outcome record follows it.
+        let gated = matches!(
+            plan,
+            crate::decide::Plan::Command(_) | crate::decide::Plan::Builtin { .. }
+        );
+        let (mut gate, mut pending_audit) = match self.audit_start(start_record, gated) {
+            Ok(g) => g,
+            Err(e) => {
+                return refused(
+                    ToolStatus::Error,
+                    format!("the audit log cannot be written, so nothing ran: {e:#}"),
+                )
+            }
+        };
+        let refused = |pending: &mut Option<_>, status, msg: String| {
+            let _ = settle(pending);
+            refused(status, msg)
+        };
         let action_id = format!("{}-{}", self.id, self.actions);
         let cgroup = self.ctx.runner.cgroup_for(&format!("a{action_id}"));
         let backup = self.project.policy.backup_before_system_edit
@@ -973,13 +994,13 @@ impl<'a> Session<'a> {
             backup,
         ) {
             Ok(s) => s,
-            Err(message) => return refused(ToolStatus::Error, message),
+            Err(message) => return refused(&mut pending_audit, ToolStatus::Error, message),
         };
         // Only the spec gets values; the plan, the decision and the audit keep
         // the placeholders.
         let substituted = match self.secrets.substitute_spec(&mut spec) {
             Ok(s) => s,
-            Err(e) => return refused(ToolStatus::Error, e.to_string()),
+            Err(e) => return refused(&mut pending_audit, ToolStatus::Error, e.to_string()),
         };
         if !substituted.is_empty() {
             let _ = self.audit(json!({"event": "secrets_delivered", "session": self.id, "deliveries": substituted}));
@@ -987,6 +1008,7 @@ impl<'a> Session<'a> {
         let redactor = self.secrets.redactor();
         if let Err(e) = crate::action::ensure_tmp(&self.ctx.runner.tmp_dir) {
             return refused(
+                &mut pending_audit,
                 ToolStatus::Error,
                 format!(
                     "cannot prepare {}: {e:#}",
@@ -996,16 +1018,12 @@ impl<'a> Session<'a> {
         }
         let timeout = Duration::from_secs(u64::from(profile.timeout_secs.max(1)));
         let cancel = self.op.cancel_token().clone();
-        let gated = matches!(spec, sysward_ipc::exec::ExecSpec::Command { .. });
-        let (mut gate, mut pending_audit) = match self.audit_start(start_record, gated) {
-            Ok(g) => g,
-            Err(e) => {
-                return refused(
-                    ToolStatus::Error,
-                    format!("the audit log cannot be written, so nothing ran: {e:#}"),
-                )
+        // A file operation starts only once its record is on disk.
+        if !matches!(spec, sysward_ipc::exec::ExecSpec::Command { .. }) {
+            if let Err(e) = settle(&mut pending_audit) {
+                return refused(&mut None, ToolStatus::Error, e);
             }
-        };
+        }
         // Retried only where the command provably did nothing (seed 000): the
         // dpkg lock was held, or a name did not resolve for now.
         let mut cgroup = cgroup;
@@ -1024,21 +1042,17 @@ impl<'a> Session<'a> {
                 },
             );
             // The start record is on disk before any retry, or nothing ran.
-            if let Some(answer) = pending_audit.take() {
-                let written = answer
-                    .recv()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("the audit writer stopped")));
-                if let Err(e) = written {
-                    return refused(
-                        ToolStatus::Error,
-                        format!("the audit log cannot be written, so nothing ran: {e:#}"),
-                    );
-                }
+            if let Err(e) = settle(&mut pending_audit) {
+                return refused(&mut None, ToolStatus::Error, e);
             }
             let outcome = match outcome {
                 Ok(o) => o,
                 Err(e) => {
-                    return refused(ToolStatus::Error, format!("cannot run the action: {e:#}"))
+                    return refused(
+                        &mut pending_audit,
+                        ToolStatus::Error,
+                        format!("cannot run the action: {e:#}"),
+                    )
                 }
             };
             let Some((why, delays)) = crate::retry::transient(&outcome) else {
@@ -1140,6 +1154,19 @@ impl<'a> Session<'a> {
         let ran = outcome_ran;
         (result, change, ran)
     }
+}
+
+/// Waits for a start record handed to the audit thread; the error says that
+/// nothing ran.
+fn settle(pending: &mut Option<std::sync::mpsc::Receiver<Result<u64>>>) -> Result<(), String> {
+    let Some(answer) = pending.take() else {
+        return Ok(());
+    };
+    answer
+        .recv()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the audit writer stopped")))
+        .map(|_| ())
+        .map_err(|e| format!("the audit log cannot be written, so nothing ran: {e:#}"))
 }
 
 fn unreachable_state() {
