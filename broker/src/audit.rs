@@ -486,6 +486,16 @@ pub fn render_record(v: &Value) -> String {
             e["exit_code"],
             e["duration_ms"]
         ),
+        "action_start" => format!(
+            "{} `{}` — {} {} ({}, by {}) starting; profile {}",
+            s("tool"),
+            s("request"),
+            s("category"),
+            s("risk"),
+            s("decision"),
+            s("approved_by"),
+            s("profile")
+        ),
         "session_start" => format!(
             "session {} by {} ({})",
             s("session"),
@@ -520,6 +530,17 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn an_action_start_renders_as_one_line() {
+        let v = json!({"seq": 4, "time": "t", "event": {"event": "action_start", "tool": "exec",
+            "request": "df -h", "category": "read-only", "risk": "safe", "decision": "allow",
+            "approved_by": "policy", "profile": "read-only: uid 0"}});
+        assert_eq!(
+            render_record(&v),
+            "t #4 action_start   exec `df -h` — read-only safe (allow, by policy) starting; profile read-only: uid 0"
+        );
     }
 
     #[test]
