@@ -237,7 +237,7 @@ impl Runner {
     /// Gives an action's cgroup back once the action is over: kept for the
     /// next one if it is empty now, removed (after a wait) otherwise.
     pub fn release_cgroup(&self, cgroup: ActionCgroup) {
-        if cgroup.emptied() {
+        if cgroup.reusable() {
             if let Ok(mut spare) = self.spare_cgroups.lock() {
                 if spare.len() < SPARE_CGROUPS_MAX {
                     spare.push(cgroup);
@@ -517,7 +517,7 @@ fn not_run(error: String, start: Instant, out: Capture, err: Capture) -> Outcome
 /// cannot have been reused then); the leader itself through its pidfd.
 fn kill_all(child: &Proc, pidfd: Option<&OwnedFd>, reaped: bool, cgroup: Option<&ActionCgroup>) {
     if let Some(cg) = cgroup {
-        cg.kill();
+        cg.kill_if_populated();
     }
     if !reaped {
         let _ = kill(Pid::from_raw(-(child.id() as i32)), Signal::SIGKILL);

@@ -30,13 +30,20 @@ pub fn actions_root() -> Option<PathBuf> {
 /// A per-action cgroup, killed and removed on drop.
 pub struct ActionCgroup {
     dir: PathBuf,
+    /// `cgroup.kill` was written: never reused (a child created inside a
+    /// killed cgroup with clone3's CLONE_INTO_CGROUP is killed at birth on
+    /// this kernel — measured: every action after the first died).
+    killed: std::sync::atomic::AtomicBool,
 }
 
 impl ActionCgroup {
     pub fn create(root: &Path, id: &str) -> std::io::Result<ActionCgroup> {
         let dir = root.join(id);
         fs::create_dir(&dir)?;
-        Ok(ActionCgroup { dir })
+        Ok(ActionCgroup {
+            dir,
+            killed: Default::default(),
+        })
     }
 
     pub fn dir(&self) -> &Path {
@@ -45,14 +52,22 @@ impl ActionCgroup {
 
     /// Kills every process in the cgroup.
     pub fn kill(&self) {
+        self.killed.store(true, std::sync::atomic::Ordering::SeqCst);
         let _ = fs::write(self.dir.join("cgroup.kill"), "1");
     }
 
-    /// Kills what is left and tells whether the cgroup is empty now, so that
-    /// it can serve the next action as if new.
-    pub fn emptied(&self) -> bool {
-        self.kill();
-        !self.populated()
+    /// Kills every process in the cgroup, if there is any. An empty cgroup
+    /// has none that could start another.
+    pub fn kill_if_populated(&self) {
+        if self.populated() {
+            self.kill();
+        }
+    }
+
+    /// Whether it can serve the next action as if new: empty, never killed.
+    pub fn reusable(&self) -> bool {
+        self.kill_if_populated();
+        !self.killed.load(std::sync::atomic::Ordering::SeqCst) && !self.populated()
     }
 
     fn populated(&self) -> bool {
@@ -70,5 +85,32 @@ impl Drop for ActionCgroup {
             std::thread::sleep(Duration::from_millis(2));
         }
         let _ = fs::remove_dir(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_killed_cgroup_is_never_reused() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("!!! SKIPPED a_killed_cgroup_is_never_reused: needs root");
+            return;
+        }
+        let Some(root) = actions_root() else {
+            eprintln!("!!! SKIPPED a_killed_cgroup_is_never_reused: no cgroup v2 with cgroup.kill");
+            return;
+        };
+        let id = format!("unit-{}", std::process::id());
+        let fresh = ActionCgroup::create(&root, &format!("{id}-a")).unwrap();
+        assert!(fresh.reusable(), "an empty, never killed cgroup");
+        fresh.kill_if_populated();
+        assert!(fresh.reusable(), "nothing to kill: still reusable");
+        let killed = ActionCgroup::create(&root, &format!("{id}-b")).unwrap();
+        killed.kill();
+        assert!(!killed.reusable(), "killed once, even empty: not reusable");
     }
 }

@@ -1224,6 +1224,29 @@ fn case_containment(t: &mut T) {
     user.uid = uid;
     user.gid = gid;
     user.limits.max_processes = Some(256);
+    // The command is in its cgroup from its first instruction (created there
+    // by clone3, or moved before anything runs).
+    let cg = Cgroup::new("first");
+    let name = cg.0.file_name().unwrap().to_string_lossy().to_string();
+    let r = spawn(
+        &command_in(
+            &["/bin/cat", "/proc/self/cgroup"],
+            user.clone(),
+            None,
+            Some(&cg),
+        ),
+        &Opts {
+            cgroup: Some(&cg),
+            ..Default::default()
+        },
+    );
+    t.check(
+        r.out()
+            .lines()
+            .any(|l| l.starts_with("0::") && l.ends_with(&name)),
+        format!("the command runs in its cgroup: {:?}", r.out()),
+    );
+    drop(cg);
     // Fork bomb: RLIMIT_NPROC stops it, the cgroup kill removes the rest.
     let cg = Cgroup::new("bomb");
     let r = spawn(

@@ -52,8 +52,11 @@ pub enum ChildNetwork {
 /// Everything the child needs, owned, prepared by the parent.
 pub struct ChildPlan {
     pub rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
-    /// `cgroup.procs` of the action's cgroup, opened for writing.
+    /// `cgroup.procs` of the action's cgroup, opened for writing (used when
+    /// the child could not be created inside the cgroup).
     pub cgroup_procs: Option<OwnedFd>,
+    /// The action's cgroup directory (for clone3's CLONE_INTO_CGROUP).
+    pub cgroup_dir: Option<OwnedFd>,
     pub network: ChildNetwork,
     /// Directories to cover with an empty read-only tmpfs in a private mount
     /// namespace (none: the mount namespace is not touched).
@@ -124,8 +127,9 @@ fn ambient(op: libc::c_int, cap: u32) -> Result<libc::c_long, Failure> {
 }
 
 impl ChildPlan {
-    /// Applies every step in order. Call only in the forked child.
-    pub fn apply(&self) -> Result<(), Failure> {
+    /// Applies every step in order. Call only in the forked child;
+    /// `in_cgroup`: it was created inside the action's cgroup already.
+    pub fn apply(&self, in_cgroup: bool) -> Result<(), Failure> {
         // SAFETY: integer arguments only.
         check(0, unsafe { libc::setpgid(0, 0) } as libc::c_long)?;
         detach_tty()?;
@@ -138,7 +142,7 @@ impl ChildPlan {
             check(2, unsafe { libc::setrlimit(resource, &lim) }
                 as libc::c_long)?;
         }
-        if let Some(fd) = &self.cgroup_procs {
+        if let (false, Some(fd)) = (in_cgroup, &self.cgroup_procs) {
             // "0": the writing process.
             // SAFETY: a one-byte static buffer written to the cgroup.procs fd this plan owns.
             let rc = unsafe { libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) };

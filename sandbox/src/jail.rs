@@ -216,6 +216,8 @@ struct ChildContext<'a> {
     report: libc::c_int,
     /// (read end, write end) of the gate, if any.
     gate: Option<(libc::c_int, libc::c_int)>,
+    /// Created inside the action's cgroup (clone3): no migration needed.
+    in_cgroup: bool,
 }
 
 /// Lets a confined child reach its execve only once something else is done
@@ -318,18 +320,20 @@ impl Jail {
         .into_iter()
         .filter_map(|(r, v)| v.map(|v| (r, v)))
         .collect();
-        let cgroup_procs = match &parts.cgroup_dir {
+        let (cgroup_procs, cgroup_dir) = match &parts.cgroup_dir {
             Some(dir) => {
+                let fail = |p: &std::path::Path, e: std::io::Error| {
+                    SandboxError::step("cgroup", format!("{}: {e}", p.display()))
+                };
                 let path = dir.join("cgroup.procs");
-                let f = std::fs::OpenOptions::new()
+                let procs = std::fs::OpenOptions::new()
                     .write(true)
                     .open(&path)
-                    .map_err(|e| {
-                        SandboxError::step("cgroup", format!("{}: {e}", path.display()))
-                    })?;
-                Some(OwnedFd::from(f))
+                    .map_err(|e| fail(&path, e))?;
+                let dir_fd = std::fs::File::open(dir).map_err(|e| fail(dir, e))?;
+                (Some(OwnedFd::from(procs)), Some(OwnedFd::from(dir_fd)))
             }
-            None => None,
+            None => (None, None),
         };
         let network = if profile.network {
             ChildNetwork::Host
@@ -353,6 +357,7 @@ impl Jail {
         let plan = ChildPlan {
             rlimits,
             cgroup_procs,
+            cgroup_dir,
             network,
             hide_dirs,
             mount_ns,
@@ -397,7 +402,7 @@ impl Jail {
             .map(above_stdio)
             .collect::<std::io::Result<Vec<OwnedFd>>>()
             .map_err(|e| prep("standard streams", e))?;
-        let ctx = ChildContext {
+        let mut ctx = ChildContext {
             plan: &self.plan,
             argv: &self.argv,
             envp: &self.envp,
@@ -408,6 +413,7 @@ impl Jail {
             ],
             report: report_w.as_raw_fd(),
             gate: gate.as_ref().map(|g| (g.read.as_raw_fd(), g.write_fd)),
+            in_cgroup: false,
         };
         let stack = ChildStack::new().map_err(|e| prep("child stack", e))?;
         let mut pidfd: libc::c_int = -1;
@@ -421,22 +427,56 @@ impl Jail {
             libc::sigfillset(all.as_mut_ptr());
             libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old_mask.as_mut_ptr());
         }
-        // SAFETY: `child_main` runs on `stack` (a private mapping with a guard
-        // page) with a pointer to `ctx`, which outlives the call: CLONE_VFORK
-        // suspends this thread until the child has exec'd or exited, so the
-        // stack and everything `ctx` borrows stay valid and untouched. The
-        // child only makes system calls (see child_steps). CLONE_PIDFD writes
-        // the pidfd into the live local `pidfd`.
-        let pid = unsafe {
-            libc::clone(
-                child_main,
-                stack.top(),
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
-                (&ctx as *const ChildContext).cast_mut().cast(),
-                &mut pidfd as *mut libc::c_int,
-            )
+        // First clone3 into the action's cgroup; where that is refused
+        // (old kernel, no cgroup), clone and let the child migrate itself.
+        let mut created: Result<libc::pid_t, i32> = Err(libc::ENOSYS);
+        if let Some(cgroup) = &self.plan.cgroup_dir {
+            ctx.in_cgroup = true;
+            // SAFETY: as for clone below; `stack.usable()` and `CHILD_STACK`
+            // describe the mapping above its guard page, whose top is
+            // 16-byte aligned; every signal is blocked.
+            created = unsafe {
+                crate::clone3::vfork_into_cgroup(
+                    child_main,
+                    (&ctx as *const ChildContext).cast_mut().cast(),
+                    stack.usable(),
+                    CHILD_STACK,
+                    cgroup.as_raw_fd(),
+                    &mut pidfd,
+                )
+            };
+        }
+        let pid: std::io::Result<libc::pid_t> = match created {
+            Ok(pid) => Ok(pid),
+            // Refused for a reason that clone(2) would meet as well.
+            Err(e) if ctx.in_cgroup && !matches!(e, libc::ENOSYS | libc::EINVAL | libc::E2BIG) => {
+                Err(std::io::Error::from_raw_os_error(e))
+            }
+            Err(_) => {
+                ctx.in_cgroup = false;
+                // SAFETY: `child_main` runs on `stack` (a private mapping with
+                // a guard page) with a pointer to `ctx`, which outlives the
+                // call: CLONE_VFORK suspends this thread until the child has
+                // exec'd or exited, so the stack and everything `ctx` borrows
+                // stay valid and untouched. The child only makes system calls
+                // (see child_steps). CLONE_PIDFD writes the pidfd into the
+                // live local `pidfd`.
+                let pid = unsafe {
+                    libc::clone(
+                        child_main,
+                        stack.top(),
+                        libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
+                        (&ctx as *const ChildContext).cast_mut().cast(),
+                        &mut pidfd as *mut libc::c_int,
+                    )
+                };
+                if pid < 0 {
+                    Err(std::io::Error::last_os_error())
+                } else {
+                    Ok(pid)
+                }
+            }
         };
-        let clone_error = std::io::Error::last_os_error();
         // SAFETY: restores the mask saved above.
         unsafe {
             libc::pthread_sigmask(libc::SIG_SETMASK, old_mask.as_ptr(), std::ptr::null_mut())
@@ -445,9 +485,7 @@ impl Jail {
         drop(report_w);
         drop(stdio);
         drop(gate);
-        if pid < 0 {
-            return Err(prep("clone", clone_error));
-        }
+        let pid = pid.map_err(|e| prep("clone", e))?;
         // SAFETY: CLONE_PIDFD returned a new fd that nothing else owns.
         let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
         let child = ConfinedChild { pid, pidfd };
@@ -505,7 +543,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             return fail(STEP_STDIO, errno(), 126);
         }
     }
-    if let Err((step, e)) = ctx.plan.apply() {
+    if let Err((step, e)) = ctx.plan.apply(ctx.in_cgroup) {
         return fail(step, e, 126);
     }
     if let Some((read, write)) = ctx.gate {
@@ -582,6 +620,12 @@ impl ChildStack {
             return Err(std::io::Error::last_os_error());
         }
         Ok(stack)
+    }
+
+    /// The lowest usable address (above the guard page); `CHILD_STACK`
+    /// bytes from there are the stack.
+    fn usable(&self) -> *mut libc::c_void {
+        (self.base as usize + PAGE) as *mut libc::c_void
     }
 
     /// The initial stack pointer (stacks grow down), 16-byte aligned.

@@ -10,6 +10,7 @@ use std::os::fd::RawFd;
 use std::path::PathBuf;
 
 mod child_steps;
+mod clone3;
 pub mod creds;
 pub mod denylist;
 pub mod jail;

@@ -174,3 +174,51 @@ fn a_validate_command_leaves_nothing_running() {
     }
     assert!(pids.trim().is_empty(), "left running: {pids}");
 }
+
+/// An action that leaves a daemon behind is killed with its cgroup, and the
+/// actions after it still run: a killed cgroup is never handed to the next
+/// action (a child created inside one with clone3 is killed at birth).
+#[test]
+fn actions_after_a_killed_cgroup_still_run() {
+    if !require_root("actions_after_a_killed_cgroup_still_run") {
+        return;
+    }
+    ensure_accounts();
+    let server = scenario(
+        r#"{"steps":[
+          {"tool_calls":[{"name":"shell","arguments":{"command":"setsid sleep 4712 >/dev/null 2>&1 < /dev/null & echo first"}}]},
+          {"tool_calls":[{"name":"exec","arguments":{"command":"echo","args":["second"]}}]},
+          {"tool_calls":[{"name":"exec","arguments":{"command":"echo","args":["third"]}}]},
+          {"content":"done\nTASK_STATUS: DONE"}
+        ]}"#,
+    );
+    let p = TestProject::new("cgroup-reuse");
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive\nDEFAULT_COMMAND_TIMEOUT=60")
+        .write("01-t.md", "# T\nThree commands.\n");
+    let out = run_sysward(
+        &["run", "--root", p.dir.to_str().unwrap(), "--json"],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let chats = server.chat_requests();
+    assert_eq!(chats.len(), 4, "{}", describe(&out));
+    for (i, word) in [(1, "first"), (2, "second"), (3, "third")] {
+        let text = chats[i].message_text();
+        assert!(
+            text.contains(&format!("status=\"ok\"")) && text.contains(&format!("{word}\n")),
+            "action {i}: {text}"
+        );
+    }
+    let left = Command::new("pgrep")
+        .args(["-f", "sleep 4712"])
+        .output()
+        .unwrap();
+    let pids = String::from_utf8_lossy(&left.stdout).to_string();
+    if !pids.trim().is_empty() {
+        let _ = Command::new("pkill")
+            .args(["-9", "-f", "sleep 4712"])
+            .status();
+    }
+    assert!(pids.trim().is_empty(), "left running: {pids}");
+}

@@ -47,7 +47,10 @@ fn main() {
             AgentAnswer::Tool(r) => {
                 failures += 1;
                 if failures == 1 {
-                    eprintln!("first failure: {:?} {}", r.status, r.message);
+                    eprintln!(
+                        "first failure: {:?} {} exit {:?} signal {:?} stderr {:?}",
+                        r.status, r.message, r.exit_code, r.signal, r.stderr
+                    );
                 }
             }
             other => panic!("unexpected answer {other:?}"),
