@@ -206,7 +206,7 @@ fn actions_after_a_killed_cgroup_still_run() {
     for (i, word) in [(1, "first"), (2, "second"), (3, "third")] {
         let text = chats[i].message_text();
         assert!(
-            text.contains(&format!("status=\"ok\"")) && text.contains(&format!("{word}\n")),
+            text.contains("status=\"ok\"") && text.contains(&format!("{word}\n")),
             "action {i}: {text}"
         );
     }
