@@ -205,7 +205,15 @@ impl Runner {
             seccomp: self.seccomp(profile)?,
             netns: self.netns.clone(),
             hidden_buses: self.hidden_buses.clone(),
-            cgroup_dir: cgroup.map(|c| c.dir().to_path_buf()),
+            cgroup: match cgroup {
+                Some(c) => Some(c.jail_handles().map_err(|e| {
+                    format!(
+                        "confinement failed at cgroup: {}: {e}; nothing ran",
+                        c.dir().display()
+                    )
+                })?),
+                None => None,
+            },
         };
         let jail = Jail::prepare(profile, command, parts)
             .map_err(|e| format!("confinement failed at {e}; nothing ran"))?;

@@ -34,15 +34,38 @@ pub struct ActionCgroup {
     /// killed cgroup with clone3's CLONE_INTO_CGROUP is killed at birth on
     /// this kernel — measured: every action after the first died).
     killed: std::sync::atomic::AtomicBool,
+    /// Opened once: every action of a reused cgroup gets copies.
+    handles: sysward_sandbox::jail::JailCgroup,
+    events: fs::File,
 }
 
 impl ActionCgroup {
     pub fn create(root: &Path, id: &str) -> std::io::Result<ActionCgroup> {
         let dir = root.join(id);
         fs::create_dir(&dir)?;
+        let opened = sysward_sandbox::jail::JailCgroup::open(&dir)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+            .and_then(|h| Ok((h, fs::File::open(dir.join("cgroup.events"))?)));
+        let (handles, events) = match opened {
+            Ok(o) => o,
+            Err(e) => {
+                let _ = fs::remove_dir(&dir);
+                return Err(e);
+            }
+        };
         Ok(ActionCgroup {
             dir,
             killed: Default::default(),
+            handles,
+            events,
+        })
+    }
+
+    /// Copies of its descriptors for one confined command.
+    pub fn jail_handles(&self) -> std::io::Result<sysward_sandbox::jail::JailCgroup> {
+        Ok(sysward_sandbox::jail::JailCgroup {
+            dir: self.handles.dir.try_clone()?,
+            procs: self.handles.procs.try_clone()?,
         })
     }
 
@@ -65,15 +88,25 @@ impl ActionCgroup {
     }
 
     /// Whether it can serve the next action as if new: empty, never killed.
+    /// What is left in it is killed.
     pub fn reusable(&self) -> bool {
-        self.kill_if_populated();
-        !self.killed.load(std::sync::atomic::Ordering::SeqCst) && !self.populated()
+        if self.populated() {
+            self.kill();
+            return false;
+        }
+        !self.killed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn populated(&self) -> bool {
-        fs::read_to_string(self.dir.join("cgroup.events"))
-            .map(|e| e.lines().any(|l| l == "populated 1"))
-            .unwrap_or(false)
+        use std::os::unix::fs::FileExt;
+        // cgroup.events is regenerated on each read from offset 0.
+        let mut buf = [0u8; 256];
+        match self.events.read_at(&mut buf, 0) {
+            Ok(n) => String::from_utf8_lossy(&buf[..n])
+                .lines()
+                .any(|l| l == "populated 1"),
+            Err(_) => false,
+        }
     }
 }
 

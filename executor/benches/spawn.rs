@@ -214,7 +214,7 @@ fn main() {
         seccomp: Arc::clone(&seccomp),
         netns: Some(Arc::clone(&netns)),
         hidden_buses: None,
-        cgroup_dir: None,
+        cgroup: None,
     };
     let built = || JailParts {
         landlock_ruleset: Arc::new(

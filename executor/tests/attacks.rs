@@ -238,7 +238,13 @@ fn spawn_jailed(profile: &ConfinementProfile, command: &CommandSpec, o: &Opts) -
         seccomp: Arc::new(seccomp),
         netns,
         hidden_buses: None,
-        cgroup_dir: command.cgroup_dir.as_ref().map(PathBuf::from),
+        cgroup: match &command.cgroup_dir {
+            Some(d) => match jail::JailCgroup::open(Path::new(d)) {
+                Ok(c) => Some(c),
+                Err(e) => return confinement_failed(e.step_name(), e.to_string()),
+            },
+            None => None,
+        },
     };
     let jail = match Jail::prepare(profile, command, parts) {
         Ok(j) => j,

@@ -114,8 +114,35 @@ pub struct JailParts {
     /// A mount namespace where [`SYSTEM_BUS_DIRS`] are hidden, entered by
     /// the profiles of [`hides_system_buses`] (None: each makes its own).
     pub hidden_buses: Option<Arc<OwnedFd>>,
-    /// The action's cgroup directory.
-    pub cgroup_dir: Option<std::path::PathBuf>,
+    /// The action's cgroup.
+    pub cgroup: Option<JailCgroup>,
+}
+
+/// The action's cgroup v2, as descriptors: its directory (clone3 creates the
+/// child inside it) and `cgroup.procs` (where clone3 is refused, the child
+/// writes itself there).
+#[derive(Debug)]
+pub struct JailCgroup {
+    pub dir: OwnedFd,
+    pub procs: OwnedFd,
+}
+
+impl JailCgroup {
+    pub fn open(dir: &std::path::Path) -> Result<JailCgroup, SandboxError> {
+        let fail = |p: &std::path::Path, e: std::io::Error| {
+            SandboxError::step("cgroup", format!("{}: {e}", p.display()))
+        };
+        let path = dir.join("cgroup.procs");
+        let procs = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|e| fail(&path, e))?;
+        let dir_fd = std::fs::File::open(dir).map_err(|e| fail(dir, e))?;
+        Ok(JailCgroup {
+            dir: dir_fd.into(),
+            procs: procs.into(),
+        })
+    }
 }
 
 /// Why a confined command did not start.
@@ -320,19 +347,8 @@ impl Jail {
         .into_iter()
         .filter_map(|(r, v)| v.map(|v| (r, v)))
         .collect();
-        let (cgroup_procs, cgroup_dir) = match &parts.cgroup_dir {
-            Some(dir) => {
-                let fail = |p: &std::path::Path, e: std::io::Error| {
-                    SandboxError::step("cgroup", format!("{}: {e}", p.display()))
-                };
-                let path = dir.join("cgroup.procs");
-                let procs = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(&path)
-                    .map_err(|e| fail(&path, e))?;
-                let dir_fd = std::fs::File::open(dir).map_err(|e| fail(dir, e))?;
-                (Some(OwnedFd::from(procs)), Some(OwnedFd::from(dir_fd)))
-            }
+        let (cgroup_procs, cgroup_dir) = match parts.cgroup {
+            Some(c) => (Some(c.procs), Some(c.dir)),
             None => (None, None),
         };
         let network = if profile.network {
