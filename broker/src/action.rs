@@ -239,7 +239,14 @@ impl Runner {
         if let Some(spare) = self.spare_cgroups.lock().ok().and_then(|mut s| s.pop()) {
             return Some(spare);
         }
-        ActionCgroup::create(root, id).ok()
+        match ActionCgroup::create(root, id) {
+            // This broker's directory went away (removed by hand): again.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(root).ok()?;
+                ActionCgroup::create(root, id).ok()
+            }
+            created => created.ok(),
+        }
     }
 
     /// Gives an action's cgroup back once the action is over: kept for the

@@ -27,6 +27,87 @@ pub fn actions_root() -> Option<PathBuf> {
     root.join("cgroup.kill").exists().then_some(root)
 }
 
+/// This process's start time (field 22 of /proc/<pid>/stat), which tells a
+/// live broker from a later process that reuses its pid.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// This broker's own directory under `top` (`b<pid>-<start time>`), where its
+/// action cgroups go, so that a later broker can tell them from a live one's.
+pub fn broker_root(top: &Path) -> Option<PathBuf> {
+    let pid = std::process::id();
+    let dir = top.join(format!("b{pid}-{}", start_time(pid)?));
+    match fs::create_dir(&dir) {
+        Ok(()) => Some(dir),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Some(dir),
+        Err(_) => None,
+    }
+}
+
+/// Kills and removes what brokers that are gone (crashed, killed with -9)
+/// left under `top`: a setsid'd descendant of an action outlives its broker
+/// (the action's first process dies with it). Returns one line per cleaned
+/// directory.
+pub fn clean_stale(top: &Path) -> Vec<String> {
+    let mut cleaned = Vec::new();
+    let Ok(entries) = fs::read_dir(top) else {
+        return cleaned;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some((pid, start)) = name
+            .strip_prefix('b')
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(p, s)| Some((p.parse::<u32>().ok()?, s.parse::<u64>().ok()?)))
+        else {
+            // An action cgroup of a broker from before per-broker directories:
+            // removed when empty (an empty cgroup has nothing to kill).
+            if name.starts_with('a') && fs::remove_dir(entry.path()).is_ok() {
+                cleaned.push(format!(
+                    "{} (empty, from an older broker): removed",
+                    entry.path().display()
+                ));
+            }
+            continue;
+        };
+        if start_time(pid) == Some(start) {
+            continue; // its broker still runs
+        }
+        let dir = entry.path();
+        // cgroup.kill on a cgroup kills its whole subtree.
+        let killed = fs::write(dir.join("cgroup.kill"), "1").is_ok();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline
+            && fs::read_to_string(dir.join("cgroup.events"))
+                .is_ok_and(|e| e.lines().any(|l| l == "populated 1"))
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if let Ok(children) = fs::read_dir(&dir) {
+            for child in children.flatten() {
+                if child.file_type().is_ok_and(|t| t.is_dir()) {
+                    let _ = fs::remove_dir(child.path());
+                }
+            }
+        }
+        let removed = fs::remove_dir(&dir).is_ok();
+        cleaned.push(format!(
+            "{} (broker {pid} is gone): {}{}",
+            dir.display(),
+            if killed { "killed" } else { "not killed" },
+            if removed {
+                ", removed"
+            } else {
+                ", could not be removed"
+            }
+        ));
+    }
+    cleaned
+}
+
 /// A per-action cgroup, killed and removed on drop.
 pub struct ActionCgroup {
     dir: PathBuf,

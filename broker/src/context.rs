@@ -25,9 +25,17 @@ pub fn broker_context_with_binaries(
     }
     let netns =
         netns::create_empty().context("cannot create the empty network namespace for actions")?;
+    // Actions' cgroups go under this broker's own directory; what brokers
+    // that died left behind is killed first.
+    let cgroup_root = cgroup::actions_root().and_then(|top| {
+        for line in cgroup::clean_stale(&top) {
+            eprintln!("sysward: cleaned a stale action cgroup: {line}");
+        }
+        cgroup::broker_root(&top)
+    });
     let mut runner = action::Runner::new(
         spawn::checked(bin_dir, "sysward-exec")?,
-        cgroup::actions_root(),
+        cgroup_root,
         layout.tmp_dir(),
         Some(netns),
     );

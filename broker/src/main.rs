@@ -292,7 +292,8 @@ fn run_daemon(root: Option<PathBuf>, socket: PathBuf) -> Result<i32> {
         .iter()
         .filter_map(|u| spawn::account(u).ok().map(|a| a.uid))
         .collect();
-    let actions_cgroup = ctx.runner.cgroup_root.clone();
+    // Any sysward action's cgroup, whichever broker started it.
+    let actions_cgroup = sysward_broker::cgroup::actions_root();
     eprintln!(
         "sysward broker {} listening on {}",
         sysward_ipc::BUILD_VERSION,

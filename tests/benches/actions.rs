@@ -142,7 +142,8 @@ fn main() {
             "EXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive\nALLOW_OUTSIDE_PROJECT_READ=true",
         )
         .write("01-bench.md", &format!("{n} {copy}"));
-        ctx.runner.cgroup_root = sysward_broker::cgroup::actions_root();
+        ctx.runner.cgroup_root = sysward_broker::cgroup::actions_root()
+            .and_then(|top| sysward_broker::cgroup::broker_root(&top));
         let _ = run_session(
             &ctx,
             SessionRequest {

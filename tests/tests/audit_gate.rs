@@ -222,3 +222,63 @@ fn actions_after_a_killed_cgroup_still_run() {
     }
     assert!(pids.trim().is_empty(), "left running: {pids}");
 }
+
+/// What a broker killed with -9 leaves behind — a setsid'd descendant of its
+/// action, still in the action's cgroup — is killed by the next broker that
+/// starts.
+#[test]
+fn the_next_broker_kills_what_a_dead_one_left() {
+    if !require_root("the_next_broker_kills_what_a_dead_one_left") {
+        return;
+    }
+    ensure_accounts();
+    let pgrep = || {
+        let out = Command::new("pgrep")
+            .args(["-f", "sleep 4713"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let server = scenario(
+        r#"{"steps":[
+          {"tool_calls":[{"name":"shell","arguments":{"command":"setsid sleep 4713 >/dev/null 2>&1 < /dev/null & sleep 40"}}]},
+          {"content":"done\nTASK_STATUS: DONE"}
+        ]}"#,
+    );
+    let p = TestProject::new("stale-cgroup");
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive\nDEFAULT_COMMAND_TIMEOUT=60")
+        .write("01-t.md", "# T\nStart a daemon.\n");
+    let mut broker = Command::new(sysward())
+        .args(["run", "--root", p.dir.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(Duration::from_secs(30), "the daemon to start", || {
+        (!pgrep().is_empty()).then_some(())
+    });
+    broker.kill().unwrap();
+    broker.wait().unwrap();
+    // The action's own process died with the broker; its daemon did not
+    // (unless a broker of a test running beside this one cleaned up already:
+    // any broker start does).
+    // Any broker start cleans up: a second project, one task, no action.
+    let server2 = scenario(r#"{"steps":[{"content":"nothing\nTASK_STATUS: DONE"}]}"#);
+    let p2 = TestProject::new("stale-cgroup-next");
+    p2.init_conf(&server2, "")
+        .agent_md("EXECUTION_MODE=guarded")
+        .write("01-t.md", "# T\nNothing.\n");
+    let out = run_sysward(
+        &["run", "--root", p2.dir.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    let left = pgrep();
+    if !left.is_empty() {
+        let _ = Command::new("pkill")
+            .args(["-9", "-f", "sleep 4713"])
+            .status();
+    }
+    assert!(left.is_empty(), "still running: {left}; {}", describe(&out));
+}
