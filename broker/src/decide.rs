@@ -470,6 +470,9 @@ pub fn decide_bounded(
             // Abandoned: the thread finds its answer channel closed when (if)
             // the parse ends, uncounts itself and exits.
             STUCK_CLASSIFIERS.fetch_add(1, Ordering::SeqCst);
+            // If it also allocates without bound, the broker stops before the
+            // host runs out of memory.
+            crate::watchdog::watch(&STUCK_CLASSIFIERS, crate::watchdog::BUDGET_BYTES);
             drop(worker);
             deny(
                 format!(

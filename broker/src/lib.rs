@@ -27,3 +27,4 @@ pub mod spawn;
 pub mod tasks;
 pub mod terminal;
 pub mod tools;
+pub mod watchdog;
