@@ -10,6 +10,17 @@ use sysward_broker::session::{run_session, SessionRequest};
 use sysward_ipc::agent::SessionMode;
 use sysward_tests::*;
 
+/// `sysward run --root <project>` in the background, output discarded.
+fn start_run(p: &TestProject) -> std::process::Child {
+    Command::new(sysward())
+        .args(["run", "--root", p.dir.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 fn policy() -> &'static str {
     "EXECUTION_MODE=guarded\nALLOW_OUTSIDE_PROJECT_READ=true\nDEFAULT_COMMAND_TIMEOUT=60"
 }
@@ -30,13 +41,7 @@ fn a_killed_broker_leaves_the_start_record_and_takes_its_action_along() {
     p.init_conf(&server, "")
         .agent_md(policy())
         .write("01-sleep.md", "# Sleep\nSleep a while.\n");
-    let mut broker = Command::new(sysward())
-        .args(["run", "--root", p.dir.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut broker = start_run(&p);
     let broker_pid = broker.id();
     // The command is the broker's own child (no helper exec in between).
     let sleeper = wait_for(Duration::from_secs(30), "the action to run", || {
@@ -249,13 +254,7 @@ fn the_next_broker_kills_what_a_dead_one_left() {
     p.init_conf(&server, "")
         .agent_md("EXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive\nDEFAULT_COMMAND_TIMEOUT=60")
         .write("01-t.md", "# T\nStart a daemon.\n");
-    let mut broker = Command::new(sysward())
-        .args(["run", "--root", p.dir.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut broker = start_run(&p);
     wait_for(Duration::from_secs(30), "the daemon to start", || {
         (!pgrep().is_empty()).then_some(())
     });
