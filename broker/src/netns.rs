@@ -25,7 +25,7 @@ pub fn create_empty() -> Result<OwnedFd> {
 
 /// A mount namespace like the host's — a slave of it, so mounts made on the
 /// host later still appear — except that the system bus directories
-/// (`sysward_sandbox::jail::SYSTEM_BUS_DIRS`) are an empty read-only tmpfs.
+/// (`sysward_sandbox::buses`) are an empty read-only tmpfs.
 /// Made on a short-lived thread (unshare of the mount namespace affects only
 /// the calling thread); the returned fd keeps it alive.
 ///
@@ -34,7 +34,6 @@ pub fn create_empty() -> Result<OwnedFd> {
 /// see a stale tree. Elsewhere this refuses, and each action makes its own
 /// namespace from the current tree.
 pub fn create_hidden_buses() -> Result<OwnedFd> {
-    use nix::mount::{mount, MsFlags};
     let mountinfo =
         std::fs::read_to_string("/proc/self/mountinfo").context("cannot read mountinfo")?;
     if let Some(private) = first_private_mount(&mountinfo) {
@@ -42,37 +41,17 @@ pub fn create_hidden_buses() -> Result<OwnedFd> {
             "{private} is not a shared mount, so later mounts would not reach a long-lived namespace"
         );
     }
+    let dirs = sysward_sandbox::buses::present_dirs();
     std::thread::Builder::new()
         .name("mntns".to_string())
-        .spawn(|| -> Result<OwnedFd> {
-            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
-                .context("unshare(CLONE_NEWNS)")?;
+        .spawn(move || -> Result<OwnedFd> {
             // Nothing done here propagates to the host; the host's later
             // mounts still propagate here.
-            mount(
-                None::<&str>,
-                "/",
-                None::<&str>,
-                MsFlags::MS_REC | MsFlags::MS_SLAVE,
-                None::<&str>,
-            )
-            .context("cannot make / a slave mount")?;
-            for dir in sysward_sandbox::jail::SYSTEM_BUS_DIRS {
-                if !std::path::Path::new(dir).is_dir() {
-                    continue;
-                }
-                mount(
-                    Some("tmpfs"),
-                    dir,
-                    Some("tmpfs"),
-                    MsFlags::MS_RDONLY
-                        | MsFlags::MS_NOSUID
-                        | MsFlags::MS_NODEV
-                        | MsFlags::MS_NOEXEC,
-                    Some("size=4k,mode=0555"),
-                )
-                .with_context(|| format!("cannot hide {dir}"))?;
-            }
+            sysward_sandbox::buses::hide_in_new_mount_ns(&dirs, libc::MS_SLAVE).map_err(
+                |(what, errno)| {
+                    anyhow::anyhow!("{what}: {}", std::io::Error::from_raw_os_error(errno))
+                },
+            )?;
             let file = std::fs::File::open("/proc/thread-self/ns/mnt")
                 .context("cannot open the new mount namespace")?;
             Ok(OwnedFd::from(file))

@@ -3,12 +3,11 @@
 //! groups/gid/uid → capability sets → no_new_privs → Landlock → seccomp.
 //! The first failure stops everything: the caller reports it and exits 126.
 
-use std::ffi::CString;
 use std::os::fd::OwnedFd;
 use sysward_ipc::profile::ConfinementProfile;
 use sysward_sandbox::deps::{caps, seccompiler};
 use sysward_sandbox::profile_rules as rules;
-use sysward_sandbox::{creds, jail, landlock, process, seccomp, sys, SandboxError};
+use sysward_sandbox::{buses, creds, jail, landlock, process, seccomp, sys, SandboxError};
 
 /// A failed step: its name and the error.
 #[derive(Debug)]
@@ -73,8 +72,8 @@ pub fn prepare(
         }
     }
     // Actions with no business on systemd's or D-Bus's sockets find those
-    // directories empty (see `jail::hides_system_buses`).
-    if jail::hides_system_buses(profile) {
+    // directories empty (see `buses::hides_system_buses`).
+    if buses::hides_system_buses(profile) {
         hide_system_buses()?;
     }
     // The broker's namespace fd (4) and anything else inherited go now.
@@ -83,53 +82,17 @@ pub fn prepare(
 }
 
 fn hide_system_buses() -> Result<(), StepError> {
-    let present: Vec<&str> = jail::SYSTEM_BUS_DIRS
-        .iter()
-        .copied()
-        .filter(|d| std::path::Path::new(d).is_dir())
-        .collect();
+    let present = buses::present_dirs();
     if present.is_empty() {
         return Ok(());
     }
-    sys::unshare(libc::CLONE_NEWNS)
-        .map_err(|e| fail("mount namespace", format!("unshare: {e}")))?;
-    let mount = |src: &std::ffi::CStr,
-                 target: &std::ffi::CStr,
-                 fstype: Option<&std::ffi::CStr>,
-                 flags: libc::c_ulong,
-                 data: Option<&std::ffi::CStr>| {
-        // SAFETY: every pointer is a valid NUL-terminated string (or null where
-        // mount(2) allows it) that outlives the call.
-        let rc = unsafe {
-            libc::mount(
-                src.as_ptr(),
-                target.as_ptr(),
-                fstype.map_or(std::ptr::null(), |f| f.as_ptr()),
-                flags,
-                data.map_or(std::ptr::null(), |d| d.as_ptr().cast()),
-            )
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
-    };
     // Nothing done in this namespace may propagate back to the host.
-    mount(c"none", c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)
-        .map_err(|e| fail("mount namespace", format!("make / private: {e}")))?;
-    for dir in present {
-        let target = CString::new(dir).map_err(|e| fail("mount namespace", e))?;
-        mount(
-            c"tmpfs",
-            &target,
-            Some(c"tmpfs"),
-            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-            Some(c"size=4k,mode=0555"),
+    buses::hide_in_new_mount_ns(&present, libc::MS_PRIVATE).map_err(|(what, errno)| {
+        fail(
+            "mount namespace",
+            format!("{what}: {}", std::io::Error::from_raw_os_error(errno)),
         )
-        .map_err(|e| fail("mount namespace", format!("hide {dir}: {e}")))?;
-    }
-    Ok(())
+    })
 }
 
 fn set_rlimits(profile: &ConfinementProfile) -> Result<(), StepError> {

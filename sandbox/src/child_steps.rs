@@ -170,7 +170,8 @@ impl ChildPlan {
                 unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNS) } as libc::c_long,
             )?;
         } else if !self.hide_dirs.is_empty() {
-            self.hide()?;
+            crate::buses::hide_in_new_mount_ns(&self.hide_dirs, libc::MS_PRIVATE)
+                .map_err(|(_, e)| (5, e))?;
         }
         // Whatever the parent left open dies at execve (Rust opens with
         // O_CLOEXEC already; this covers anything that did not). The ruleset
@@ -302,39 +303,6 @@ impl ChildPlan {
             // The uid change reset it to fs.suid_dumpable.
             prctl(12, libc::PR_SET_DUMPABLE, 0)?;
             ensure(12, prctl(12, libc::PR_GET_DUMPABLE, 0)? == 0)?;
-        }
-        Ok(())
-    }
-
-    /// A private mount namespace where `hide_dirs` are empty read-only tmpfs.
-    fn hide(&self) -> Result<(), Failure> {
-        // SAFETY: integer argument only.
-        check(5, unsafe { libc::unshare(libc::CLONE_NEWNS) }
-            as libc::c_long)?;
-        // Nothing done in this namespace may propagate back to the host.
-        // SAFETY: static NUL-terminated strings, null where mount(2) allows it.
-        let rc = unsafe {
-            libc::mount(
-                c"none".as_ptr(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            )
-        };
-        check(5, rc as libc::c_long)?;
-        for dir in &self.hide_dirs {
-            // SAFETY: static or plan-owned NUL-terminated strings that outlive the call.
-            let rc = unsafe {
-                libc::mount(
-                    c"tmpfs".as_ptr(),
-                    dir.as_ptr(),
-                    c"tmpfs".as_ptr(),
-                    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                    c"size=4k,mode=0555".as_ptr().cast(),
-                )
-            };
-            check(5, rc as libc::c_long)?;
         }
         Ok(())
     }

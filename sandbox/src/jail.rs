@@ -20,22 +20,6 @@ use std::sync::Arc;
 use sysward_ipc::exec::CommandSpec;
 use sysward_ipc::profile::ConfinementProfile;
 
-/// Where systemd's and D-Bus's sockets live.
-pub const SYSTEM_BUS_DIRS: [&str; 2] = ["/run/systemd", "/run/dbus"];
-
-/// Landlock (ABI 7) cannot refuse connect() to a pathname socket, and
-/// `systemd-run` over systemd's or D-Bus's sockets would run anything outside
-/// the confinement. Actions that have no business there (unknown programs,
-/// writes, deletes, network and downloads) find those directories empty.
-/// Read-only diagnosis keeps them (`systemctl status` needs the bus), as do
-/// service, package, admin, reboot and destructive actions, which need systemd.
-pub fn hides_system_buses(profile: &ConfinementProfile) -> bool {
-    matches!(
-        profile.name.as_str(),
-        "unknown" | "write" | "delete" | "network" | "download"
-    )
-}
-
 /// The capabilities an action keeps: what the profile names and this process
 /// holds (less privilege, never more), never CAP_SYS_PTRACE (Landlock ABI 7
 /// does not stop PTRACE_MODE_READ across domains: an admin action could read
@@ -111,8 +95,9 @@ pub struct JailParts {
     /// The empty network namespace to enter when the profile has no network
     /// (None: a fresh one is unshared).
     pub netns: Option<Arc<OwnedFd>>,
-    /// A mount namespace where [`SYSTEM_BUS_DIRS`] are hidden, entered by
-    /// the profiles of [`hides_system_buses`] (None: each makes its own).
+    /// A mount namespace where the system buses are hidden, entered by the
+    /// profiles of [`crate::buses::hides_system_buses`] (None: each makes
+    /// its own).
     pub hidden_buses: Option<Arc<OwnedFd>>,
     /// The action's cgroup.
     pub cgroup: Option<JailCgroup>,
@@ -359,14 +344,10 @@ impl Jail {
                 None => ChildNetwork::Fresh,
             }
         };
-        let hides = hides_system_buses(profile);
+        let hides = crate::buses::hides_system_buses(profile);
         let mount_ns = parts.hidden_buses.filter(|_| hides);
         let hide_dirs = if hides && mount_ns.is_none() {
-            SYSTEM_BUS_DIRS
-                .iter()
-                .filter(|d| std::path::Path::new(d).is_dir())
-                .filter_map(|d| CString::new(*d).ok())
-                .collect()
+            crate::buses::present_dirs()
         } else {
             Vec::new()
         };

@@ -9,6 +9,7 @@
 use std::os::fd::RawFd;
 use std::path::PathBuf;
 
+pub mod buses;
 mod child_steps;
 mod clone3;
 pub mod creds;
