@@ -8,6 +8,7 @@
 //! command's child, `sysward-exec` (file operations) and the broker's shared
 //! namespace.
 
+use crate::sys::errno;
 use std::ffi::CString;
 use sysward_ipc::profile::ConfinementProfile;
 
@@ -43,11 +44,6 @@ pub fn hide_in_new_mount_ns(
     dirs: &[CString],
     propagation: libc::c_ulong,
 ) -> Result<(), (&'static str, i32)> {
-    let errno = || {
-        std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
-    };
     // SAFETY: integer argument only.
     if unsafe { libc::unshare(libc::CLONE_NEWNS) } < 0 {
         return Err(("unshare", errno()));

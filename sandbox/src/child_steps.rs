@@ -6,6 +6,7 @@
 //! raw system call on that data, and a failure is reported as the step's
 //! index and the errno (both plain integers).
 
+use crate::sys::errno;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
@@ -78,12 +79,6 @@ pub struct ChildPlan {
     pub landlock_ruleset: Arc<OwnedFd>,
     pub seccomp: Arc<Vec<libc::sock_filter>>,
     pub cwd: CString,
-}
-
-fn errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
 }
 
 /// `rc < 0` → the errno of step `step`.

@@ -11,13 +11,21 @@ use caps::{Capability, CapsHashSet};
 use std::str::FromStr;
 
 /// The highest capability number this kernel knows. `caps` only knows 0..=40,
-/// so the bounding set is cleared by number up to this value instead.
+/// so the bounding set is cleared by number up to this value instead. Read
+/// once per process (it is fixed for the running kernel): the broker asks for
+/// every confined command.
 pub fn cap_last_cap() -> Result<u32, SandboxError> {
+    static LAST: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    if let Some(n) = LAST.get() {
+        return Ok(*n);
+    }
     let text = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .map_err(|e| SandboxError::io("capabilities: read cap_last_cap", e))?;
-    text.trim()
+    let n = text
+        .trim()
         .parse::<u32>()
-        .map_err(|e| SandboxError::step("capabilities", format!("cap_last_cap: {e}")))
+        .map_err(|e| SandboxError::step("capabilities", format!("cap_last_cap: {e}")))?;
+    Ok(*LAST.get_or_init(|| n))
 }
 
 /// Parses capability names (`CAP_NET_ADMIN` or `net_admin`).

@@ -10,6 +10,7 @@
 
 use crate::child_steps::{ChildNetwork, ChildPlan, STEPS, STEP_CWD};
 use crate::deps::{caps, seccompiler};
+use crate::sys::errno;
 use crate::{creds, seccomp, SandboxError};
 use std::ffi::CString;
 use std::io::Read;
@@ -238,13 +239,9 @@ struct ChildContext<'a> {
 /// opens the gate; anything else, or the [`GateOpener`] dropped unopened,
 /// and the child exits without running anything.
 pub fn gate() -> std::io::Result<(GateOpener, GateWait)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: `fds` is a live two-element array pipe2 fills.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: pipe2 just returned these two fds; nothing else owns them.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // std's pipe is close-on-exec.
+    let (r, w) = std::io::pipe()?;
+    let (r, w) = (OwnedFd::from(r), OwnedFd::from(w));
     let write_fd = w.as_raw_fd();
     Ok((GateOpener { write: w }, GateWait { read: r, write_fd }))
 }
@@ -568,12 +565,6 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     fail(STEP_EXEC, errno(), 127)
 }
 
-fn errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
-
 /// Moves a descriptor above 2 (close-on-exec) if it sits on a standard slot.
 fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
     if fd.as_raw_fd() > 2 {
@@ -641,13 +632,8 @@ impl Drop for ChildStack {
 
 /// A close-on-exec pipe; the read end is non-blocking.
 fn report_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: `fds` is a live two-element array pipe2 fills.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: pipe2 just returned these two fds; nothing else owns them.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (r, w) = std::io::pipe()?;
+    let (r, w) = (OwnedFd::from(r), OwnedFd::from(w));
     // SAFETY: F_SETFL on an fd we own.
     if unsafe { libc::fcntl(r.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } < 0 {
         return Err(std::io::Error::last_os_error());

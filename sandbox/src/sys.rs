@@ -11,6 +11,14 @@ fn check(rc: libc::c_long) -> io::Result<libc::c_long> {
     }
 }
 
+/// The errno of the last failed call (EIO if there is none). Reads a
+/// thread-local integer only: safe in a vfork'd child.
+pub fn errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
 /// prctl with integer arguments only (no pointers).
 pub fn prctl(option: libc::c_int, a: libc::c_ulong, b: libc::c_ulong) -> io::Result<libc::c_int> {
     // SAFETY: every prctl option called through this wrapper takes integer
