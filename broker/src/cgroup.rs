@@ -81,8 +81,7 @@ pub fn clean_stale(top: &Path) -> Vec<String> {
         let killed = fs::write(dir.join("cgroup.kill"), "1").is_ok();
         let deadline = Instant::now() + Duration::from_secs(2);
         while Instant::now() < deadline
-            && fs::read_to_string(dir.join("cgroup.events"))
-                .is_ok_and(|e| e.lines().any(|l| l == "populated 1"))
+            && fs::read_to_string(dir.join("cgroup.events")).is_ok_and(|e| says_populated(&e))
         {
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -106,6 +105,11 @@ pub fn clean_stale(top: &Path) -> Vec<String> {
         ));
     }
     cleaned
+}
+
+/// Whether a `cgroup.events` text says processes remain.
+fn says_populated(events: &str) -> bool {
+    events.lines().any(|l| l == "populated 1")
 }
 
 /// A per-action cgroup, killed and removed on drop.
@@ -183,9 +187,7 @@ impl ActionCgroup {
         // cgroup.events is regenerated on each read from offset 0.
         let mut buf = [0u8; 256];
         match self.events.read_at(&mut buf, 0) {
-            Ok(n) => String::from_utf8_lossy(&buf[..n])
-                .lines()
-                .any(|l| l == "populated 1"),
+            Ok(n) => says_populated(&String::from_utf8_lossy(&buf[..n])),
             Err(_) => false,
         }
     }
