@@ -44,6 +44,35 @@ fn spawn_times(n: usize, argv: &[&str]) -> Vec<f64> {
         .collect()
 }
 
+/// Runs the bench agent's task and returns its per-action round trips (µs);
+/// every action must have succeeded.
+fn timed_session(
+    ctx: &sysward_broker::session::BrokerContext,
+    op: &Recorder,
+    what: &str,
+) -> Vec<f64> {
+    let summary = run_session(
+        ctx,
+        SessionRequest {
+            mode: SessionMode::Tasks { rerun: true },
+            dry_run: false,
+            operator: "bench".into(),
+        },
+        op,
+    );
+    let report = op
+        .last_info()
+        .unwrap_or_else(|| panic!("no report: {summary:?}"));
+    let v: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(v["failures"], 0, "some {what} failed: {report:.300}");
+    v["micros"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
 fn main() {
     if !require_root("actions bench") {
         return;
@@ -65,46 +94,12 @@ fn main() {
     let op = Recorder::new();
 
     let bare = stats("bare spawn of /bin/true", spawn_times(n, &["/bin/true"]));
-    let summary = run_session(
-        &ctx,
-        SessionRequest {
-            mode: SessionMode::Tasks { rerun: true },
-            dry_run: false,
-            operator: "bench".into(),
-        },
-        &op,
-    );
-    let report = op
-        .last_info()
-        .unwrap_or_else(|| panic!("no report: {summary:?}"));
-    let v: serde_json::Value = serde_json::from_str(&report).unwrap();
-    assert_eq!(v["failures"], 0, "some actions failed: {report:.300}");
-    let through: Vec<f64> = v["micros"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .collect();
+    let through = timed_session(&ctx, &op, "actions");
     let broker = stats("through the broker (decide+audit+confined)", through);
     if std::env::args().any(|a| a == "--breakdown") {
-        ctx.runner.cgroup_root = None;
-        let _ = run_session(
-            &ctx,
-            SessionRequest {
-                mode: SessionMode::Tasks { rerun: true },
-                dry_run: false,
-                operator: "bench".into(),
-            },
-            &op,
-        );
-        let report = op.last_info().unwrap();
-        let v: serde_json::Value = serde_json::from_str(&report).unwrap();
-        let us: Vec<f64> = v["micros"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_f64().unwrap())
-            .collect();
+        let cgroup_root = ctx.runner.cgroup_root.take();
+        let us = timed_session(&ctx, &op, "actions without a cgroup");
+        ctx.runner.cgroup_root = cgroup_root;
         stats("  same, without the per-action cgroup", us);
     }
     let bwrap_ok = Command::new("bwrap")
@@ -142,29 +137,7 @@ fn main() {
             "EXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive\nALLOW_OUTSIDE_PROJECT_READ=true",
         )
         .write("01-bench.md", &format!("{n} {copy}"));
-        ctx.runner.cgroup_root = sysward_broker::cgroup::actions_root()
-            .and_then(|top| sysward_broker::cgroup::broker_root(&top));
-        let _ = run_session(
-            &ctx,
-            SessionRequest {
-                mode: SessionMode::Tasks { rerun: true },
-                dry_run: false,
-                operator: "bench".into(),
-            },
-            &op,
-        );
-        let report = op.last_info().unwrap();
-        let v: serde_json::Value = serde_json::from_str(&report).unwrap();
-        assert_eq!(
-            v["failures"], 0,
-            "unknown-profile actions failed: {report:.300}"
-        );
-        let us: Vec<f64> = v["micros"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_f64().unwrap())
-            .collect();
+        let us = timed_session(&ctx, &op, "unknown-profile actions");
         stats("  unknown profile (+ mount namespace)", us);
         let _ = std::fs::remove_file(copy);
     }

@@ -217,6 +217,16 @@ pub fn audit_records(project: &TestProject) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The `tool` audit event whose request contains `needle`; panics, showing
+/// the records, if there is none.
+pub fn tool_event<'a>(records: &'a [serde_json::Value], needle: &str) -> &'a serde_json::Value {
+    records
+        .iter()
+        .map(|r| &r["event"])
+        .find(|e| e["event"] == "tool" && e["request"].as_str().unwrap_or("").contains(needle))
+        .unwrap_or_else(|| panic!("no audit record of {needle:?}: {records:#?}"))
+}
+
 /// Children of `parent` whose command name is `name`.
 pub fn children_named(parent: u32, name: &str) -> Vec<u32> {
     let mut found = Vec::new();

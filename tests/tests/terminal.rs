@@ -291,25 +291,9 @@ fn cli_in_tmux_history_cancel_approval_and_a_sane_terminal() {
 
     // The audit trail: the sleep cancelled, the restart denied by the operator.
     let records = audit_records(&p);
-    let tools: Vec<&serde_json::Value> = records
-        .iter()
-        .map(|r| &r["event"])
-        .filter(|e| e["event"] == "tool")
-        .collect();
-    let sleep = tools
-        .iter()
-        .find(|e| e["request"].as_str().unwrap_or("").contains("sleep 30"))
-        .unwrap_or_else(|| panic!("no audit record of sleep 30: {records:#?}"));
+    let sleep = tool_event(&records, "sleep 30");
     assert_eq!(sleep["status"], "cancelled", "{sleep:#}");
-    let restart = tools
-        .iter()
-        .find(|e| {
-            e["request"]
-                .as_str()
-                .unwrap_or("")
-                .contains("systemctl restart x")
-        })
-        .unwrap_or_else(|| panic!("no audit record of the restart: {records:#?}"));
+    let restart = tool_event(&records, "systemctl restart x");
     assert_eq!(restart["decision"], "denied", "{restart:#}");
     // (Not asserted: `server.expectation_failures()`. Today the broker still
     // forwards the model request the agent makes right after a cancelled
@@ -484,25 +468,9 @@ fn daemon_cli_in_tmux_as_a_group_member() {
     eprintln!("the pane at the end:\n{pane}");
 
     let records = audit_records(&p);
-    let tools: Vec<&serde_json::Value> = records
-        .iter()
-        .map(|r| &r["event"])
-        .filter(|e| e["event"] == "tool")
-        .collect();
-    let sleep = tools
-        .iter()
-        .find(|e| e["request"].as_str().unwrap_or("").contains("sleep 30"))
-        .unwrap_or_else(|| panic!("no audit record of sleep 30: {records:#?}"));
+    let sleep = tool_event(&records, "sleep 30");
     assert_eq!(sleep["status"], "cancelled", "{sleep:#}");
-    let restart = tools
-        .iter()
-        .find(|e| {
-            e["request"]
-                .as_str()
-                .unwrap_or("")
-                .contains("systemctl restart x")
-        })
-        .unwrap_or_else(|| panic!("no audit record of the restart: {records:#?}"));
+    let restart = tool_event(&records, "systemctl restart x");
     assert_eq!(restart["approved_by"], "operator (once)", "{restart:#}");
 
     // The history is the member's own, 0600, owned by them.
