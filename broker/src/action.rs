@@ -73,8 +73,8 @@ pub struct Runner {
     protected: sysward_sandbox::profile_rules::Extra,
     pub cgroup_root: Option<PathBuf>,
     pub tmp_dir: PathBuf,
-    /// The broker's empty network namespace: entered by confined commands,
-    /// passed to executors as fd 4.
+    /// The broker's empty network namespace, entered by confined commands
+    /// without network.
     pub netns: Option<Arc<OwnedFd>>,
     /// The broker's mount namespace with the system buses hidden, entered by
     /// the commands that must not reach them.
@@ -98,9 +98,6 @@ const SPARE_CGROUPS_MAX: usize = 4;
 /// What a profile's seccomp program depends on: allow_mount, deny_metadata,
 /// scope_signals.
 type SeccompKey = (bool, bool, bool);
-
-/// Where an executor finds the empty network namespace.
-pub const NETNS_PATH: &str = "/proc/self/fd/4";
 
 /// pidfd of a child: readable when it exits.
 fn pidfd_open(pid: u32) -> Option<OwnedFd> {
@@ -227,10 +224,13 @@ impl Runner {
         })
     }
 
-    /// The path to put in a spec for "no network", if the broker holds a
-    /// namespace (otherwise the executor creates a fresh one).
+    /// The path to put in a spec for "no network": the broker's empty
+    /// namespace if it holds one (the confined command is handed the fd
+    /// itself), otherwise None and the command gets a fresh one.
     pub fn netns_path(&self) -> Option<String> {
-        self.netns.as_ref().map(|_| NETNS_PATH.to_string())
+        self.netns
+            .as_ref()
+            .map(|ns| format!("/proc/{}/fd/{}", std::process::id(), ns.as_raw_fd()))
     }
 
     /// An empty cgroup for one action: a spare one, or `id` created now.
@@ -292,11 +292,10 @@ impl Runner {
                 let (ours, theirs) = Channel::pair()?;
                 ours.force_send_buffer(EXEC_SPEC_MAX)?;
                 theirs.force_send_buffer(EXEC_REPORT_MAX)?;
-                let child = spawn::spawn_mapped(
+                let child = spawn::spawn_with_channel(
                     &self.exec_path,
                     &[],
                     theirs.into_fd(),
-                    &[],
                     Stdio::from(out_w),
                     Stdio::from(err_w),
                 )?;

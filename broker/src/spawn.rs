@@ -3,14 +3,11 @@
 //! else inherited.
 
 use anyhow::{bail, Context, Result};
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use sysward_ipc::exec::EXEC_CHANNEL_FD;
-
-/// The fd an executor finds the broker's empty network namespace on.
-pub const EXTRA_FD: i32 = 4;
 
 /// The directory holding sysward's binaries: the one the broker runs from.
 pub fn binary_dir() -> Result<PathBuf> {
@@ -86,7 +83,7 @@ pub fn account(name: &str) -> Result<Account> {
 }
 
 /// Spawns `program args…` with `channel` as fd 3, an empty environment,
-/// stdin from /dev/null and the given stdout/stderr.
+/// stdin from /dev/null and the given stdout/stderr, nothing else inherited.
 pub fn spawn_with_channel(
     program: &Path,
     args: &[String],
@@ -94,47 +91,8 @@ pub fn spawn_with_channel(
     stdout: Stdio,
     stderr: Stdio,
 ) -> Result<Child> {
-    spawn_with_fds(program, args, channel, None, stdout, stderr)
-}
-
-/// Like [`spawn_with_channel`], also passing `extra` as fd 4.
-pub fn spawn_with_fds(
-    program: &Path,
-    args: &[String],
-    channel: OwnedFd,
-    extra: Option<BorrowedFd<'_>>,
-    stdout: Stdio,
-    stderr: Stdio,
-) -> Result<Child> {
-    let extras: Vec<(BorrowedFd<'_>, i32)> = extra.into_iter().map(|e| (e, EXTRA_FD)).collect();
-    spawn_mapped(program, args, channel, &extras, stdout, stderr)
-}
-
-/// Spawns `program` with `channel` as fd 3 and each `(fd, target)` of `extras`
-/// (at most 4) as fd `target` (> 3), nothing else inherited.
-pub fn spawn_mapped(
-    program: &Path,
-    args: &[String],
-    channel: OwnedFd,
-    extras: &[(BorrowedFd<'_>, i32)],
-    stdout: Stdio,
-    stderr: Stdio,
-) -> Result<Child> {
-    const MAX: usize = 5;
-    if extras.len() >= MAX
-        || extras
-            .iter()
-            .any(|(_, t)| *t <= EXEC_CHANNEL_FD || *t >= 10)
-    {
-        bail!("internal error: bad fd mapping for {}", program.display());
-    }
-    // Everything the child needs is prepared here: no allocation after fork.
-    let mut map = [(-1i32, -1i32); MAX];
-    map[0] = (channel.as_raw_fd(), EXEC_CHANNEL_FD);
-    for (i, (fd, target)) in extras.iter().enumerate() {
-        map[i + 1] = (fd.as_raw_fd(), *target);
-    }
-    let count = extras.len() + 1;
+    // Prepared here: no allocation after fork.
+    let channel_fd = channel.as_raw_fd();
     let mut cmd = Command::new(program);
     cmd.args(args)
         .env_clear()
@@ -148,10 +106,10 @@ pub fn spawn_mapped(
         .stderr(stderr);
     // SAFETY: the closure runs between fork and exec in the child and calls only
     // async-signal-safe functions (fcntl, dup2, raw rt_sigaction and
-    // rt_sigprocmask) on fds it owns, with no allocation. Every source fd is
-    // first copied above 10 (close-on-exec), so none can clobber another when
-    // it already sits at a target number; dup2 onto the target clears
-    // close-on-exec on the copy the program keeps.
+    // rt_sigprocmask) on fds it owns, with no allocation. The channel is first
+    // copied above 10 (close-on-exec), so that it is right even when it already
+    // sits on fd 3; dup2 onto 3 clears close-on-exec on the copy the program
+    // keeps.
     unsafe {
         cmd.pre_exec(move || {
             // std keeps the signal mask across exec: the broker blocks SIGINT
@@ -159,18 +117,9 @@ pub fn spawn_mapped(
             // or a validate command the executor starts — must not inherit
             // that, nor anything ignored.
             sysward_sandbox::sys::reset_signals()?;
-            let mut high = [-1i32; MAX];
-            for i in 0..count {
-                let copy = libc::fcntl(map[i].0, libc::F_DUPFD_CLOEXEC, 10);
-                if copy < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                high[i] = copy;
-            }
-            for i in 0..count {
-                if libc::dup2(high[i], map[i].1) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+            let copy = libc::fcntl(channel_fd, libc::F_DUPFD_CLOEXEC, 10);
+            if copy < 0 || libc::dup2(copy, EXEC_CHANNEL_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
             }
             Ok(())
         });

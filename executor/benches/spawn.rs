@@ -161,8 +161,8 @@ fn main() {
         .find_map(|a| a.parse().ok())
         .unwrap_or(1000);
     let have_bwrap = Command::new("bwrap").arg("--version").output().is_ok();
-    // The broker keeps one empty network namespace and hands it to every
-    // executor as fd 4 (creating one per action costs ~0.5 ms and has tails).
+    // The broker keeps one empty network namespace that every confined
+    // command enters (creating one per action costs ~0.5 ms and has tails).
     let holder = Holder(
         Command::new("unshare")
             .args(["-n", "sleep", "100000"])
