@@ -73,19 +73,17 @@ pub struct Runner {
     protected: sysward_sandbox::profile_rules::Extra,
     pub cgroup_root: Option<PathBuf>,
     pub tmp_dir: PathBuf,
-    /// The broker's empty network namespace, entered by confined commands
-    /// without network.
-    pub netns: Option<Arc<OwnedFd>>,
-    /// The broker's mount namespace with the system buses hidden, entered by
-    /// the commands that must not reach them.
-    pub hidden_buses: Option<Arc<OwnedFd>>,
+    /// Mount namespaces prepared per protected set, entered by the commands
+    /// that can write (sysward's own paths read-only) or must not reach the
+    /// system buses.
+    pub mounts: crate::mountns::MountNamespaces,
     /// Landlock rulesets built once per distinct profile (the walk from `/` is
     /// the expensive part of confinement).
     rulesets: Mutex<HashMap<String, (Instant, Arc<OwnedFd>)>>,
     /// Emptied action cgroups, reused: creating and removing one per action
     /// costs more than the rest of the spawn.
     spare_cgroups: Mutex<Vec<ActionCgroup>>,
-    /// Seccomp programs, one per (allow_mount, deny_metadata, scope_signals).
+    /// Seccomp programs, one per [`SeccompKey`].
     seccomp: Mutex<HashMap<SeccompKey, Arc<Vec<libc::sock_filter>>>>,
 }
 
@@ -95,9 +93,9 @@ const RULESET_TTL: Duration = Duration::from_secs(60);
 const RULESET_CACHE_MAX: usize = 64;
 const SPARE_CGROUPS_MAX: usize = 4;
 
-/// What a profile's seccomp program depends on: allow_mount, deny_metadata,
-/// scope_signals.
-type SeccompKey = (bool, bool, bool);
+/// What a profile's seccomp program depends on: allow_mount, can_write,
+/// scope_signals, network.
+type SeccompKey = (bool, bool, bool, bool);
 
 /// pidfd of a child: readable when it exits.
 fn pidfd_open(pid: u32) -> Option<OwnedFd> {
@@ -116,7 +114,6 @@ impl Runner {
         exec_path: PathBuf,
         cgroup_root: Option<PathBuf>,
         tmp_dir: PathBuf,
-        netns: Option<OwnedFd>,
     ) -> Runner {
         let protected = sysward_sandbox::profile_rules::Extra {
             write_protected: exec_path
@@ -130,8 +127,7 @@ impl Runner {
             exec_path,
             cgroup_root,
             tmp_dir,
-            netns: netns.map(Arc::new),
-            hidden_buses: None,
+            mounts: Default::default(),
             rulesets: Default::default(),
             spare_cgroups: Default::default(),
             seccomp: Default::default(),
@@ -167,8 +163,12 @@ impl Runner {
     /// The seccomp program of `profile` (it depends on three flags and on
     /// this process, which it protects), from the cache or compiled now.
     fn seccomp(&self, profile: &ConfinementProfile) -> Result<Arc<Vec<libc::sock_filter>>, String> {
-        let deny_metadata = profile.write_paths.is_empty() && profile.write_all_except.is_none();
-        let key = (profile.allow_mount, deny_metadata, profile.scope_signals);
+        let key = (
+            profile.allow_mount,
+            profile.can_write(),
+            profile.scope_signals,
+            profile.network,
+        );
         let mut cache = self
             .seccomp
             .lock()
@@ -200,8 +200,8 @@ impl Runner {
         let parts = JailParts {
             landlock_ruleset: self.ruleset(profile)?,
             seccomp: self.seccomp(profile)?,
-            netns: self.netns.clone(),
-            hidden_buses: self.hidden_buses.clone(),
+            mounts: self.mounts.for_profile(profile, &self.protected)?,
+            extra: self.protected.clone(),
             cgroup: match cgroup {
                 Some(c) => Some(c.jail_handles().map_err(|e| {
                     format!(
@@ -222,15 +222,6 @@ impl Runner {
                 format!("cannot execute: {e}")
             }
         })
-    }
-
-    /// The path to put in a spec for "no network": the broker's empty
-    /// namespace if it holds one (the confined command is handed the fd
-    /// itself), otherwise None and the command gets a fresh one.
-    pub fn netns_path(&self) -> Option<String> {
-        self.netns
-            .as_ref()
-            .map(|ns| format!("/proc/{}/fd/{}", std::process::id(), ns.as_raw_fd()))
     }
 
     /// An empty cgroup for one action: a spare one, or `id` created now.
@@ -264,6 +255,36 @@ impl Runner {
     /// Runs `spec` in `cgroup` (if any), so that its processes die with the
     /// action.
     pub fn run(
+        &self,
+        spec: &ExecSpec,
+        cgroup: Option<&ActionCgroup>,
+        how: RunHow<'_>,
+    ) -> Result<Outcome> {
+        let can_write = match spec {
+            ExecSpec::Command { profile, .. } | ExecSpec::File { profile, .. } => {
+                profile.can_write()
+            }
+        };
+        // The broker replaces none of its protected files while this runs
+        // (see `project::PROTECTED_REPLACE`).
+        let replacing_waits = can_write.then(|| {
+            crate::project::PROTECTED_REPLACE
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        });
+        let outcome = self.run_confined(spec, cgroup, how);
+        drop(replacing_waits);
+        if can_write {
+            // Files it replaced are new inodes that the cached read walks do
+            // not name: the next action gets its ruleset built afresh.
+            if let Ok(mut cache) = self.rulesets.lock() {
+                cache.clear();
+            }
+        }
+        outcome
+    }
+
+    fn run_confined(
         &self,
         spec: &ExecSpec,
         cgroup: Option<&ActionCgroup>,

@@ -1,6 +1,6 @@
 //! Setting up a broker before its first session.
 
-use crate::{action, audit, cgroup, netns, project, session, spawn};
+use crate::{action, audit, cgroup, project, session, spawn};
 use anyhow::{Context, Result};
 use std::sync::Arc;
 
@@ -23,8 +23,6 @@ pub fn broker_context_with_binaries(
     for w in secrets.warnings() {
         eprintln!("sysward: warning: {w}");
     }
-    let netns =
-        netns::create_empty().context("cannot create the empty network namespace for actions")?;
     // Actions' cgroups go under this broker's own directory; what brokers
     // that died left behind is killed first.
     let cgroup_root = cgroup::actions_root().and_then(|top| {
@@ -33,17 +31,11 @@ pub fn broker_context_with_binaries(
         }
         cgroup::broker_root(&top)
     });
-    let mut runner = action::Runner::new(
+    let runner = action::Runner::new(
         spawn::checked(bin_dir, "sysward-exec")?,
         cgroup_root,
         layout.tmp_dir(),
-        Some(netns),
     );
-    // Without it (private mounts, or a host that refuses), each action that
-    // must not reach systemd makes its own namespace: as safe, a little slower.
-    if let Ok(ns) = netns::create_hidden_buses() {
-        runner.hidden_buses = Some(Arc::new(ns));
-    }
     let hostname = nix::unistd::gethostname()
         .map(|h| h.to_string_lossy().into_owned())
         .unwrap_or_else(|_| "unknown".to_string());

@@ -352,7 +352,6 @@ impl Plan {
         &self,
         id: u64,
         profile: ConfinementProfile,
-        netns_path: Option<String>,
         cgroup_dir: Option<String>,
         backup: bool,
     ) -> std::result::Result<ExecSpec, String> {
@@ -367,7 +366,6 @@ impl Plan {
                         argv,
                         env: tools::action_env(tmp.as_deref()),
                         cwd: c.cwd.display().to_string(),
-                        netns_path: if profile.network { None } else { netns_path },
                         cgroup_dir,
                     },
                     profile,

@@ -14,7 +14,7 @@ pub mod control;
 pub mod decide;
 pub mod doctor;
 pub mod gateway_link;
-pub mod netns;
+pub mod mountns;
 pub mod operator;
 pub mod project;
 pub mod redact;

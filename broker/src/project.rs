@@ -366,10 +366,20 @@ pub fn random_hex(n: usize) -> Result<String> {
     Ok(hex(&bytes))
 }
 
+/// Held shared by every running action that can write; taken exclusively by
+/// [`write_atomic`]. Renaming a file over one of sysward's protected files
+/// detaches the read-only bind that protects it in every action's mount
+/// namespace, so the broker never replaces one while such an action runs.
+pub static PROTECTED_REPLACE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
 /// Writes `bytes` to `path` atomically with mode 0600: a temporary file unique
 /// to this process and call (O_EXCL, never through a symlink), fsync, rename
 /// over the target, fsync of the directory. The temporary is removed on failure.
+/// Waits for running actions that can write (see [`PROTECTED_REPLACE`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let _no_action_runs = PROTECTED_REPLACE
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let dir = path.parent().context("path has no parent")?;
     let name = path

@@ -989,7 +989,6 @@ impl<'a> Session<'a> {
         let mut spec = match plan.exec_spec(
             self.actions as u64,
             profile.clone(),
-            self.ctx.runner.netns_path(),
             cgroup.as_ref().map(|c| c.dir().display().to_string()),
             backup,
         ) {

@@ -728,7 +728,9 @@ fn profile() -> sysward_ipc::profile::ConfinementProfile {
         read_paths: vec!["/".to_string()],
         read_all_except: None,
         write_paths: vec![],
-        write_all_except: None,
+        write_everywhere: false,
+        protected_paths: vec![],
+        hidden_paths: vec![],
         network: false,
         scope_signals: true,
         allow_mount: false,
@@ -766,7 +768,6 @@ fn executor_specs_and_file_operations() {
                 ("PGPASSWORD".to_string(), "{{secret:db}}".to_string()),
             ],
             cwd: "/root".to_string(),
-            netns_path: None,
             cgroup_dir: None,
         },
     };
@@ -784,7 +785,6 @@ fn executor_specs_and_file_operations() {
             argv: strings(&["/usr/bin/curl", "{{secret:db}}"]),
             env: vec![],
             cwd: "/root".to_string(),
-            netns_path: None,
             cgroup_dir: None,
         },
     };

@@ -12,7 +12,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Read;
-use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -119,16 +118,6 @@ fn jailed(profile: &ConfinementProfile, command: &CommandSpec, parts: JailParts)
     t.elapsed()
 }
 
-/// The process holding the empty network namespace; killed even on panic.
-struct Holder(std::process::Child);
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn child_wait(mut child: std::process::Child) -> std::process::ExitStatus {
     child.wait().unwrap()
 }
@@ -161,21 +150,6 @@ fn main() {
         .find_map(|a| a.parse().ok())
         .unwrap_or(1000);
     let have_bwrap = Command::new("bwrap").arg("--version").output().is_ok();
-    // The broker keeps one empty network namespace that every confined
-    // command enters (creating one per action costs ~0.5 ms and has tails).
-    let holder = Holder(
-        Command::new("unshare")
-            .args(["-n", "sleep", "100000"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    std::thread::sleep(Duration::from_millis(100));
-    let opened: OwnedFd = std::fs::File::open(format!("/proc/{}/ns/net", holder.0.id()))
-        .unwrap()
-        .into();
-    let netns = opened;
     let profile = ConfinementProfile {
         name: "read-only".into(),
         uid: 65534,
@@ -185,7 +159,9 @@ fn main() {
         read_paths: vec![],
         read_all_except: Some(vec!["/etc/sysward".into(), "/var/lib/sysward".into()]),
         write_paths: vec![],
-        write_all_except: None,
+        write_everywhere: false,
+        protected_paths: vec![],
+        hidden_paths: vec![],
         network: false,
         scope_signals: true,
         allow_mount: false,
@@ -197,7 +173,6 @@ fn main() {
         argv: vec!["/bin/true".into()],
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         cwd: "/".into(),
-        netns_path: None,
         cgroup_dir: None,
     };
     // The broker's caches: the ruleset and the seccomp program built once.
@@ -208,13 +183,12 @@ fn main() {
         jail::kernel_program(&jail::seccomp_program(&profile, std::process::id() as i32).unwrap())
             .unwrap(),
     );
-    let netns = Arc::new(netns);
     let cached = || JailParts {
         landlock_ruleset: Arc::clone(&ruleset),
         seccomp: Arc::clone(&seccomp),
-        netns: Some(Arc::clone(&netns)),
-        hidden_buses: None,
+        mounts: None,
         cgroup: None,
+        extra: Default::default(),
     };
     let built = || JailParts {
         landlock_ruleset: Arc::new(
@@ -243,7 +217,6 @@ fn main() {
             w.push(bwrap());
         }
     }
-    drop(holder);
     let sb = stats(&mut b);
     let sj = stats(&mut j);
     let sjb = stats(&mut jb);

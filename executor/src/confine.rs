@@ -1,5 +1,5 @@
 //! Applies a `ConfinementProfile` to this process, in order, each step named:
-//! process group → rlimits → network → close fds → capabilities (bounding) →
+//! process group → rlimits → mount namespace → close fds → capabilities (bounding) →
 //! groups/gid/uid → capability sets → no_new_privs → Landlock → seccomp.
 //! The first failure stops everything: the caller reports it and exits 126.
 
@@ -7,7 +7,7 @@ use std::os::fd::OwnedFd;
 use sysward_ipc::profile::ConfinementProfile;
 use sysward_sandbox::deps::{caps, seccompiler};
 use sysward_sandbox::profile_rules as rules;
-use sysward_sandbox::{buses, creds, jail, landlock, process, seccomp, sys, SandboxError};
+use sysward_sandbox::{creds, jail, landlock, process, seccomp, sys, SandboxError};
 
 /// A failed step: its name and the error.
 #[derive(Debug)]
@@ -33,28 +33,10 @@ fn fail(step: &str, error: impl std::fmt::Display) -> StepError {
     }
 }
 
-/// Where the action's network comes from.
-pub enum Network {
-    /// Host network (profile.network).
-    Host,
-    /// Unshare a fresh, empty one.
-    Fresh,
-}
-
-pub fn network_for(profile: &ConfinementProfile) -> Network {
-    if profile.network {
-        Network::Host
-    } else {
-        Network::Fresh
-    }
-}
-
 /// Everything up to (not including) the credential change: these need root.
-pub fn prepare(
-    profile: &ConfinementProfile,
-    network: Network,
-    keep_fds: &[i32],
-) -> Result<(), StepError> {
+/// The action stays in the host's network namespace (seccomp and Landlock
+/// keep one without network from sending).
+pub fn prepare(profile: &ConfinementProfile, keep_fds: &[i32]) -> Result<(), StepError> {
     // Its own process group (the broker kills the group, and the cgroup) and
     // no controlling terminal (no /dev/tty to the operator's terminal). Not
     // setsid(): with sched_autogroup a new session gets a new scheduler group,
@@ -64,35 +46,18 @@ pub fn prepare(
     sys::new_process_group().map_err(|e| fail("process group", e))?;
     sys::detach_controlling_tty().map_err(|e| fail("controlling terminal", e))?;
     set_rlimits(profile)?;
-    match network {
-        Network::Host => {}
-        Network::Fresh => {
-            sys::unshare(libc::CLONE_NEWNET)
-                .map_err(|e| fail("network namespace", format!("unshare: {e}")))?;
-        }
+    // sysward's own paths read-only and its secrets covered (a profile that
+    // can write), the system buses hidden (`buses::hides_system_buses`).
+    if let Some(plan) = rules::shield_plan(profile, &rules::Extra::default())? {
+        plan.enter_new_namespace().map_err(|(what, errno)| {
+            fail(
+                "mount namespace (sysward's own paths)",
+                format!("{what}: {}", std::io::Error::from_raw_os_error(errno)),
+            )
+        })?;
     }
-    // Actions with no business on systemd's or D-Bus's sockets find those
-    // directories empty (see `buses::hides_system_buses`).
-    if buses::hides_system_buses(profile) {
-        hide_system_buses()?;
-    }
-    // The broker's namespace fd (4) and anything else inherited go now.
     process::close_fds_except(keep_fds)?;
     Ok(())
-}
-
-fn hide_system_buses() -> Result<(), StepError> {
-    let present = buses::present_dirs();
-    if present.is_empty() {
-        return Ok(());
-    }
-    // Nothing done in this namespace may propagate back to the host.
-    buses::hide_in_new_mount_ns(&present, libc::MS_PRIVATE).map_err(|(what, errno)| {
-        fail(
-            "mount namespace",
-            format!("{what}: {}", std::io::Error::from_raw_os_error(errno)),
-        )
-    })
 }
 
 fn set_rlimits(profile: &ConfinementProfile) -> Result<(), StepError> {

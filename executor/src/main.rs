@@ -226,14 +226,7 @@ fn run_file(
         timeout,
         stamp: stamp(),
     };
-    // The executor's own file operation needs no network; a validate command
-    // gets the profile's network like any command.
-    let network = if validate.is_some() {
-        confine::network_for(profile)
-    } else {
-        confine::Network::Host
-    };
-    if let Err(e) = confine::prepare(profile, network, &[0, 1, 2, EXEC_CHANNEL_FD]) {
+    if let Err(e) = confine::prepare(profile, &[0, 1, 2, EXEC_CHANNEL_FD]) {
         confinement_failed(chan, e);
     }
     let prepared = confine::build(profile, &rules::Extra::default(), None)

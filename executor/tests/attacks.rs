@@ -98,7 +98,6 @@ impl Drop for Cgroup {
 struct Opts<'a> {
     timeout: Duration,
     cgroup: Option<&'a Cgroup>,
-    netns_fd: Option<&'a OwnedFd>,
     landlock_fd: Option<&'a OwnedFd>,
 }
 
@@ -107,7 +106,6 @@ impl Default for Opts<'_> {
         Opts {
             timeout: Duration::from_secs(30),
             cgroup: None,
-            netns_fd: None,
             landlock_fd: None,
         }
     }
@@ -118,7 +116,6 @@ fn spawn_raw(frame: &[u8], o: &Opts) -> Run {
     ours.force_send_buffer(EXEC_SPEC_MAX).unwrap();
     theirs.force_send_buffer(EXEC_REPORT_MAX).unwrap();
     let their_fd = theirs.raw_fd();
-    let ns_fd = o.netns_fd.map(|f| f.as_raw_fd());
     let ll_fd = o.landlock_fd.map(|f| f.as_raw_fd());
     let mut cmd = Command::new(EXE);
     cmd.env_clear()
@@ -131,11 +128,6 @@ fn spawn_raw(frame: &[u8], o: &Opts) -> Run {
         cmd.pre_exec(move || {
             if libc::dup2(their_fd, 3) < 0 {
                 return Err(std::io::Error::last_os_error());
-            }
-            if let Some(fd) = ns_fd {
-                if libc::dup2(fd, 4) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
             }
             if let Some(fd) = ll_fd {
                 if libc::dup2(fd, 5) < 0 {
@@ -228,16 +220,13 @@ fn spawn_jailed(profile: &ConfinementProfile, command: &CommandSpec, o: &Opts) -
         Ok(p) => p,
         Err(e) => return confinement_failed(e.step_name(), e.to_string()),
     };
-    // The spec names the namespace and cgroup; the broker resolves them.
-    let netns = command
-        .netns_path
-        .as_ref()
-        .map(|p| Arc::new(OwnedFd::from(std::fs::File::open(p).unwrap())));
+    // The spec names the cgroup; the broker resolves it. The jail builds the
+    // action's mount namespace from the profile (the broker prepares one).
     let parts = JailParts {
         landlock_ruleset: Arc::new(ruleset),
         seccomp: Arc::new(seccomp),
-        netns,
-        hidden_buses: None,
+        mounts: None,
+        extra: harness_extra(),
         cgroup: match &command.cgroup_dir {
             Some(d) => match jail::JailCgroup::open(Path::new(d)) {
                 Ok(c) => Some(c),
@@ -356,7 +345,9 @@ fn base_profile() -> ConfinementProfile {
         read_paths: vec![],
         read_all_except: Some(vec![]),
         write_paths: vec![],
-        write_all_except: None,
+        write_everywhere: false,
+        protected_paths: vec![],
+        hidden_paths: vec![],
         network: false,
         scope_signals: true,
         allow_mount: false,
@@ -369,15 +360,10 @@ fn base_profile() -> ConfinementProfile {
 const ENV_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 fn command(argv: &[&str], profile: ConfinementProfile) -> ExecSpec {
-    command_in(argv, profile, None, None)
+    command_in(argv, profile, None)
 }
 
-fn command_in(
-    argv: &[&str],
-    profile: ConfinementProfile,
-    netns: Option<&str>,
-    cgroup: Option<&Cgroup>,
-) -> ExecSpec {
+fn command_in(argv: &[&str], profile: ConfinementProfile, cgroup: Option<&Cgroup>) -> ExecSpec {
     let mut argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
     if !argv[0].starts_with('/') {
         argv[0] = which(&argv[0])
@@ -394,7 +380,6 @@ fn command_in(
                 ("LANG".into(), "C.UTF-8".into()),
             ],
             cwd: "/".into(),
-            netns_path: netns.map(str::to_string),
             cgroup_dir: cgroup.map(|c| c.0.display().to_string()),
         },
     }
@@ -853,90 +838,104 @@ fn case_read_only(t: &mut T) {
 }
 
 fn case_no_network(t: &mut T) {
-    println!("no-network profile: no inet socket, no name resolution");
+    println!("no-network profile: the host's namespace, no inet socket, no name resolution");
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     listener.set_nonblocking(true).unwrap();
-    // A pre-made empty namespace, as the broker keeps one.
-    let holder = Command::new("unshare").args(["-n", "sleep", "60"]).spawn();
-    let mut holder = match holder {
-        Ok(h) => Some(h),
-        Err(_) => {
-            t.skip("unshare(1) missing: only the fresh-namespace mode is tested");
-            None
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let udp_port = udp.local_addr().unwrap().port();
+    let attacks: Vec<(&str, Vec<String>)> = vec![
+        ("curl", vec!["curl".into(), "-sS".into(), "--max-time".into(), "3".into(), format!("http://127.0.0.1:{port}/")]),
+        ("curl name", vec!["curl".into(), "-sS".into(), "--max-time".into(), "3".into(), "http://deb.debian.org/".into()]),
+        ("bash /dev/tcp", vec!["bash".into(), "-c".into(), format!("echo x > /dev/tcp/127.0.0.1/{port}")]),
+        ("bash /dev/udp", vec!["bash".into(), "-c".into(), format!("echo x > /dev/udp/127.0.0.1/{udp_port}")]),
+        ("getent hosts", vec!["getent".into(), "hosts".into(), "deb.debian.org".into()]),
+        ("ping", vec!["ping".into(), "-c1".into(), "-W1".into(), "127.0.0.1".into()]),
+        ("python udp", vec!["python3".into(), "-c".into(), format!("import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.sendto(b'x',('127.0.0.1',{udp_port}))")]),
+        ("python udp6", vec!["python3".into(), "-c".into(), "import socket;s=socket.socket(socket.AF_INET6,socket.SOCK_DGRAM);s.sendto(b'x',('::1',9))".into()]),
+        ("python tcp", vec!["python3".into(), "-c".into(), format!("import socket;socket.create_connection(('127.0.0.1',{port}),3)")]),
+        ("python raw socket", vec!["python3".into(), "-c".into(), "import socket;socket.socket(socket.AF_INET,socket.SOCK_RAW,socket.IPPROTO_ICMP)".into()]),
+        ("python packet socket", vec!["python3".into(), "-c".into(), "import socket;socket.socket(socket.AF_PACKET,socket.SOCK_RAW)".into()]),
+        ("ip link set lo down", vec!["ip".into(), "link".into(), "set".into(), "lo".into(), "down".into()]),
+        ("ip route add", vec!["ip".into(), "route".into(), "add".into(), "198.51.100.77/32".into(), "dev".into(), "lo".into()]),
+        ("nft add table", vec!["nft".into(), "add".into(), "table".into(), "inet".into(), "sysward_attack".into()]),
+        ("sysctl -w", vec!["sysctl".into(), "-w".into(), "net.ipv4.conf.all.rp_filter=1".into()]),
+    ];
+    let rp_filter_before = std::fs::read_to_string("/proc/sys/net/ipv4/conf/all/rp_filter").ok();
+    let routes = || std::fs::read_to_string("/proc/net/route").unwrap_or_default();
+    let routes_before = routes();
+    for (name, argv) in attacks {
+        if which(&argv[0]).is_none() {
+            t.skip(format!("{name}: {} is not installed", argv[0]));
+            continue;
         }
-    };
-    std::thread::sleep(Duration::from_millis(100));
-    let modes: Vec<(String, Option<String>)> = {
-        let mut m = vec![("fresh netns".to_string(), None)];
-        if let Some(h) = &holder {
-            m.push((
-                "broker's empty netns".to_string(),
-                Some(format!("/proc/{}/ns/net", h.id())),
-            ));
-        }
-        m
-    };
-    for (mode, netns) in modes {
-        let attacks: Vec<(&str, Vec<String>)> = vec![
-            ("curl", vec!["curl".into(), "-sS".into(), "--max-time".into(), "3".into(), format!("http://127.0.0.1:{port}/")]),
-            ("curl name", vec!["curl".into(), "-sS".into(), "--max-time".into(), "3".into(), "http://deb.debian.org/".into()]),
-            ("bash /dev/tcp", vec!["bash".into(), "-c".into(), format!("echo x > /dev/tcp/127.0.0.1/{port}")]),
-            ("getent hosts", vec!["getent".into(), "hosts".into(), "deb.debian.org".into()]),
-            ("ping", vec!["ping".into(), "-c1".into(), "-W1".into(), "127.0.0.1".into()]),
-            ("python udp", vec!["python3".into(), "-c".into(), "import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.sendto(b'x',('8.8.8.8',53))".into()]),
-            ("python tcp", vec!["python3".into(), "-c".into(), format!("import socket;socket.create_connection(('127.0.0.1',{port}),3)")]),
-        ];
-        for (name, argv) in attacks {
-            if which(&argv[0]).is_none() {
-                t.skip(format!("{name}: {} is not installed", argv[0]));
-                continue;
-            }
-            let refs: Vec<&str> = argv.iter().map(String::as_str).collect();
-            let r = spawn(
-                &command_in(&refs, base_profile(), netns.as_deref(), None),
-                &Opts::default(),
-            );
-            // Either the program ran and failed, or (ping: file capability
-            // cap_net_raw outside the bounding set) the kernel refused to
-            // exec it at all.
-            let refused_exec = matches!(r.report, Some(ExecReport::ExecFailed { .. }));
-            t.check(
-                r.code() != Some(0) && (r.report.is_none() || refused_exec),
-                format!(
-                    "{mode}: {name} fails: exit {:?} {:?} {:?}",
-                    r.code(),
-                    r.err().lines().next().unwrap_or(""),
-                    r.report
-                ),
-            );
-        }
-        let accepted = listener.accept().is_ok();
+        let refs: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let r = spawn(&command(&refs, base_profile()), &Opts::default());
+        // Either the program ran and failed, or (ping: file capability
+        // cap_net_raw outside the bounding set) the kernel refused to
+        // exec it at all.
+        let refused_exec = matches!(r.report, Some(ExecReport::ExecFailed { .. }));
         t.check(
-            !accepted,
-            format!("{mode}: the host listener saw no connection"),
-        );
-        let r = spawn(
-            &command_in(
-                &["/bin/cat", "/proc/net/dev"],
-                base_profile(),
-                netns.as_deref(),
-                None,
+            r.code() != Some(0) && (r.report.is_none() || refused_exec),
+            format!(
+                "{name} fails: exit {:?} {:?} {:?}",
+                r.code(),
+                r.err().lines().next().unwrap_or(""),
+                r.report
             ),
-            &Opts::default(),
         );
-        let ifaces: Vec<String> = r
-            .out()
-            .lines()
-            .skip(2)
-            .filter_map(|l| l.split(':').next())
-            .map(|s| s.trim().to_string())
-            .collect();
-        t.check(ifaces == ["lo"], format!("{mode}: only lo: {ifaces:?}"));
     }
-    if let Some(h) = holder.as_mut() {
-        let _ = h.kill();
-        let _ = h.wait();
+    let accepted = listener.accept().is_ok();
+    t.check(!accepted, "the host listener saw no connection".to_string());
+    let mut datagram = [0u8; 16];
+    t.check(
+        udp.recv_from(&mut datagram).is_err(),
+        "the host UDP socket received nothing".to_string(),
+    );
+    t.check(
+        routes() == routes_before,
+        "no route was added to the host".to_string(),
+    );
+    t.check(
+        std::fs::read_to_string("/proc/sys/net/ipv4/conf/all/rp_filter").ok() == rp_filter_before,
+        "the host's rp_filter is unchanged".to_string(),
+    );
+    // The same no-network profile tells the truth about the host: its
+    // interfaces and the listener this test opened.
+    let host_ifaces: Vec<String> = std::fs::read_to_string("/proc/net/dev")
+        .unwrap_or_default()
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next())
+        .map(|s| s.trim().to_string())
+        .collect();
+    let r = spawn(&command(&["/bin/cat", "/proc/net/dev"], base_profile()), &Opts::default());
+    let ifaces: Vec<String> = r
+        .out()
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next())
+        .map(|s| s.trim().to_string())
+        .collect();
+    t.check(
+        ifaces == host_ifaces,
+        format!("the host's interfaces: {ifaces:?} (host {host_ifaces:?})"),
+    );
+    if which("ip").is_some() {
+        let r = spawn(&command(&["ip", "-br", "link"], base_profile()), &Opts::default());
+        let listed = host_ifaces.iter().all(|i| r.out().contains(i.as_str()));
+        t.check(
+            r.code() == Some(0) && listed,
+            format!("ip -br link shows the host's interfaces: {:?} {:?}", r.out(), r.err()),
+        );
+    }
+    if which("ss").is_some() {
+        let r = spawn(&command(&["ss", "-tln"], base_profile()), &Opts::default());
+        t.check(
+            r.code() == Some(0) && r.out().contains(&format!(":{port}")),
+            format!("ss -tln shows the test's listener on {port}: {:?} {:?}", r.out(), r.err()),
+        );
     }
     // And the network profile does reach the host.
     let mut p = base_profile();
@@ -965,7 +964,7 @@ fn case_protected(t: &mut T) {
         .iter()
         .map(|c| c.to_string())
         .collect();
-    admin.write_all_except = Some(vec![]);
+    admin.write_everywhere = true;
     admin.scope_signals = false;
     admin.network = true;
     let me = std::process::id();
@@ -1238,7 +1237,6 @@ fn case_containment(t: &mut T) {
         &command_in(
             &["/bin/cat", "/proc/self/cgroup"],
             user.clone(),
-            None,
             Some(&cg),
         ),
         &Opts {
@@ -1259,7 +1257,6 @@ fn case_containment(t: &mut T) {
         &command_in(
             &["/bin/bash", "-c", "b(){ b|b & }; b; sleep 2"],
             user.clone(),
-            None,
             Some(&cg),
         ),
         &Opts {
@@ -1283,7 +1280,6 @@ fn case_containment(t: &mut T) {
         &command_in(
             &["/usr/bin/head", "-c", "2G", "/dev/zero"],
             user.clone(),
-            None,
             Some(&cg),
         ),
         &Opts {
@@ -1317,7 +1313,6 @@ fn case_containment(t: &mut T) {
                 "setsid sleep 1000 >/dev/null 2>&1 < /dev/null & echo $!",
             ],
             user.clone(),
-            None,
             Some(&cg),
         ),
         &Opts {
@@ -1340,7 +1335,7 @@ fn case_containment(t: &mut T) {
     let cg = Cgroup::new("timeout");
     let t0 = Instant::now();
     let r = spawn(
-        &command_in(&["/bin/sleep", "1000"], user, None, Some(&cg)),
+        &command_in(&["/bin/sleep", "1000"], user, Some(&cg)),
         &Opts {
             timeout: Duration::from_secs(1),
             cgroup: Some(&cg),

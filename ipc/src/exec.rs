@@ -29,9 +29,6 @@ pub struct CommandSpec {
     /// The complete environment; nothing is inherited.
     pub env: Vec<(String, String)>,
     pub cwd: String,
-    /// Network namespace to enter when the profile has no network (the
-    /// broker's empty one), or None to unshare a fresh one.
-    pub netns_path: Option<String>,
     /// Cgroup directory (v2) to join so every descendant can be killed.
     pub cgroup_dir: Option<String>,
 }

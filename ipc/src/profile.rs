@@ -51,12 +51,23 @@ pub struct ConfinementProfile {
     /// Everything except these is readable (the secrets, `/etc/sysward`, …):
     /// the executor turns it into an allow-list by walking from `/`.
     pub read_all_except: Option<Vec<String>>,
-    /// Landlock: paths writable beneath (files and directories).
+    /// Landlock: whole subtrees writable (files and directories).
     pub write_paths: Vec<String>,
-    /// Everything except these is writable (package/admin profiles): the executor
-    /// turns it into an allow-list by walking the filesystem roots.
-    pub write_all_except: Option<Vec<String>>,
-    /// Network allowed; otherwise the action runs in an empty network namespace.
+    /// Landlock grants writes beneath `/` (package and admin profiles).
+    pub write_everywhere: bool,
+    /// sysward's own paths. An action that can write runs in a private mount
+    /// namespace where each existing one is a read-only bind mount of itself
+    /// and every directory above it is pinned by a bind onto itself (renaming
+    /// or removing it fails with EBUSY).
+    pub protected_paths: Vec<String>,
+    /// What no action may read (secrets, `init.conf` with the API key):
+    /// covered there by an empty read-only tmpfs (a directory) or a `nodev`
+    /// bind of `/dev/null` (a file, which then cannot be opened at all).
+    pub hidden_paths: Vec<String>,
+    /// Network allowed. Every action runs in the host's network namespace
+    /// (diagnostics see the host, approved changes reach it); without network
+    /// seccomp refuses every socket family but AF_UNIX and AF_NETLINK and
+    /// Landlock refuses TCP bind and connect.
     pub network: bool,
     /// Landlock signal scope: no signal can reach a process outside the action.
     pub scope_signals: bool,
@@ -68,14 +79,36 @@ pub struct ConfinementProfile {
     pub scratch_dir: Option<String>,
 }
 
+impl ConfinementProfile {
+    /// True when the profile may write anywhere beyond its scratch directory
+    /// (and so runs with sysward's own paths protected by mounts).
+    pub fn can_write(&self) -> bool {
+        self.write_everywhere || !self.write_paths.is_empty()
+    }
+
+    /// What the kernel will let it write, in the words of the approval panel,
+    /// `policy explain` and the audit record: "beneath /etc (sysward's own
+    /// paths read-only)".
+    pub fn writes_description(&self) -> String {
+        let beneath = if self.write_everywhere {
+            "everywhere".to_string()
+        } else if self.write_paths.is_empty() {
+            return "nowhere".to_string();
+        } else {
+            format!("beneath {}", self.write_paths.join(", "))
+        };
+        if self.protected_paths.is_empty() && self.hidden_paths.is_empty() {
+            beneath
+        } else {
+            format!("{beneath} (sysward's own paths read-only)")
+        }
+    }
+}
+
 impl fmt::Display for ConfinementProfile {
     /// One line, for approval prompts and `sysward policy explain`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let writes = match (&self.write_all_except, self.write_paths.is_empty()) {
-            (Some(except), _) => format!("everything except {}", except.join(",")),
-            (None, true) => "nowhere".to_string(),
-            (None, false) => self.write_paths.join(","),
-        };
+        let writes = self.writes_description();
         let caps = if self.capabilities.is_empty() {
             "none".to_string()
         } else {
@@ -93,7 +126,11 @@ impl fmt::Display for ConfinementProfile {
                 Some(s) => format!(" (+scratch {s})"),
                 None => String::new(),
             },
-            if self.network { "on" } else { "off" },
+            if self.network {
+                "on"
+            } else {
+                "off (host namespace, no inet sockets)"
+            },
             self.timeout_secs
         )
     }

@@ -4,13 +4,19 @@ use crate::block::{ExecutionMode, PolicyBlock};
 use crate::classify::{Effect, WriteKind};
 use crate::decide::{inside_workspace, PathSets};
 use crate::facts::{HostFacts, PathFacts};
-use crate::paths::{self, Target};
+use crate::paths::Target;
 use crate::types::Category;
 use std::path::{Path, PathBuf};
 use sysward_ipc::profile::{ConfinementProfile, ResourceLimits};
 
-/// Capabilities a write profile keeps (atomic replace keeping the owner).
+/// Capabilities a write profile keeps (atomic replace keeping the owner,
+/// editing a file of another user).
 const WRITE_CAPS: &[&str] = &["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER"];
+
+/// Every action reads what root reads (another user's 0700 `~/.ssh`):
+/// Landlock and the mount namespace, not file modes, keep sysward's secrets
+/// out.
+const READ_CAPS: &[&str] = &["CAP_DAC_READ_SEARCH"];
 
 fn s(p: &Path) -> String {
     p.to_string_lossy().to_string()
@@ -31,33 +37,19 @@ fn existing_dir(p: &Path, facts: &dyn PathFacts) -> PathBuf {
     p.to_path_buf()
 }
 
-fn write_root(
-    t: &Target,
-    k: WriteKind,
-    facts: &dyn PathFacts,
-    except: &[PathBuf],
-) -> Option<PathBuf> {
-    // Never open a directory that holds protected files: name the file itself
-    // (the executor cannot add a rule for a file that does not exist yet, so
-    // creating one there fails closed).
-    let parent_or_self = |p: &PathBuf| -> PathBuf {
-        let parent = existing_dir(p.parent().unwrap_or(p), facts);
-        if except.iter().any(|x| x.starts_with(&parent)) {
-            p.clone()
-        } else {
-            parent
-        }
-    };
+/// The directory a write target is granted by: the file's directory (an
+/// editor's temporary file, a backup or a lock file is created beside it), or
+/// the tree itself. Landlock grants it whole; sysward's own paths inside it
+/// are protected by the action's mount namespace.
+fn write_root(t: &Target, k: WriteKind, facts: &dyn PathFacts) -> Option<PathBuf> {
     match t {
         Target::Unresolved => None,
         Target::Beneath(p) => Some(existing_dir(p, facts)),
         Target::Glob { prefix, .. } => Some(existing_dir(prefix, facts)),
         Target::Path(p) => match k {
-            // Whether the file exists is not ours to know for sure (the
-            // broker may resolve missing paths through their parent): its
-            // directory, so that creating it works, unless that directory
-            // holds protected paths.
-            WriteKind::File | WriteKind::Create | WriteKind::Move => Some(parent_or_self(p)),
+            WriteKind::File | WriteKind::Create | WriteKind::Move => {
+                Some(existing_dir(p.parent().unwrap_or(p), facts))
+            }
             WriteKind::Tree => Some(existing_dir(p, facts)),
         },
     }
@@ -93,17 +85,13 @@ pub fn build(
     sets: &PathSets,
     paths_facts: &dyn PathFacts,
 ) -> Result<ConfinementProfile, String> {
-    let mut caps: Vec<String> = Vec::new();
+    let mut caps: Vec<String> = READ_CAPS.iter().map(|c| c.to_string()).collect();
     let mut writes: Vec<PathBuf> = Vec::new();
     let mut wide = false;
     let mut network = false;
     let mut signals = false;
     let mut mount = false;
     let mut download = false;
-    let except_paths: Vec<PathBuf> = write_except(facts, sets)
-        .iter()
-        .map(PathBuf::from)
-        .collect();
     for e in effects {
         for c in &e.caps {
             if !caps.iter().any(|x| x == c) {
@@ -139,7 +127,7 @@ pub fn build(
             ));
         }
         for (t, k) in all {
-            match write_root(t, k, paths_facts, &except_paths) {
+            match write_root(t, k, paths_facts) {
                 Some(p) => {
                     if !writes.contains(&p) {
                         writes.push(p);
@@ -170,15 +158,6 @@ pub fn build(
                     w.display()
                 ));
             }
-            for p in except
-                .iter()
-                .map(PathBuf::from)
-                .chain(sets.write_protected.iter().cloned())
-            {
-                if p.starts_with(w) {
-                    return Err(format!("the profile would let it write {}", p.display()));
-                }
-            }
         }
     }
     let mut read_except: Vec<String> = sets.read_protected.iter().map(|p| s(p)).collect();
@@ -191,7 +170,6 @@ pub fn build(
         Category::ReadOnly if writes.is_empty() && !wide => "read-only",
         other => other.as_str(),
     };
-    let _ = paths::normalize;
     Ok(ConfinementProfile {
         name: name.to_string(),
         uid: facts.action_uid,
@@ -205,7 +183,9 @@ pub fn build(
         } else {
             writes.iter().map(|p| s(p)).collect()
         },
-        write_all_except: if wide { Some(except) } else { None },
+        write_everywhere: wide,
+        protected_paths: except,
+        hidden_paths: sets.read_protected.iter().map(|p| s(p)).collect(),
         network: network && block.allow_network,
         scope_signals: !signals,
         allow_mount: mount,

@@ -40,7 +40,8 @@ fn read_only_profile_writes_only_scratch() {
     let p = d.profile.unwrap();
     assert_eq!(p.name, "read-only");
     assert!(p.write_paths.is_empty());
-    assert!(p.write_all_except.is_none());
+    assert!(!p.write_everywhere);
+    assert!(!p.can_write(), "a read-only action needs no mount namespace");
     assert_eq!(p.scratch_dir.as_deref(), Some("/srv/agent/.agent/tmp"));
     assert!(!p.network);
     assert_eq!((p.uid, p.gid), (1234, 1234));
@@ -71,12 +72,19 @@ fn write_profile_names_only_the_targets() {
         vec!["/etc/nginx".to_string()],
         "sed -i renames into place: its directory"
     );
-    assert!(p.write_all_except.is_none());
+    assert!(!p.write_everywhere);
     let d = sh(&e, "echo x >> /etc/motd");
-    // /etc holds /etc/sysward: never hand out /etc, only the file.
-    assert_eq!(
-        d.profile.unwrap().write_paths,
-        vec!["/etc/motd".to_string()]
+    // /etc holds /etc/sysward: the grant is /etc (a file in /etc can be
+    // created, renamed, backed up), and /etc/sysward is read-only in the
+    // action's mount namespace.
+    let p = d.profile.unwrap();
+    assert_eq!(p.write_paths, vec!["/etc".to_string()]);
+    assert!(p.protected_paths.iter().any(|x| x == "/etc/sysward"));
+    assert!(p.hidden_paths.iter().any(|x| x == "/etc/sysward/secrets"));
+    assert!(
+        p.to_string()
+            .contains("writes beneath /etc (sysward's own paths read-only)"),
+        "{p}"
     );
     let d = sh(&e, "echo x > /var/www/index.html");
     assert_eq!(
@@ -87,14 +95,18 @@ fn write_profile_names_only_the_targets() {
 }
 
 #[test]
-fn write_next_to_protected_files_names_the_file_itself() {
-    // The project root holds agent.md and init.conf: never hand it out.
+fn write_next_to_protected_files_grants_the_directory_and_protects_the_files() {
+    // The project root holds agent.md and init.conf: the root is granted
+    // (a new file can be created there) and those files are protected by
+    // the mount namespace.
     let d = sh(&engine(""), "echo hi > ../notes.txt");
     assert_eq!(d.verdict, Verdict::Allow);
-    assert_eq!(
-        d.profile.unwrap().write_paths,
-        vec!["/srv/agent/notes.txt".to_string()]
-    );
+    let p = d.profile.unwrap();
+    assert_eq!(p.write_paths, vec!["/srv/agent".to_string()]);
+    for must in ["/srv/agent/agent.md", "/srv/agent/init.conf"] {
+        assert!(p.protected_paths.iter().any(|x| x == must), "{must}: {p:?}");
+    }
+    assert!(p.hidden_paths.iter().any(|x| x == "/srv/agent/init.conf"));
 }
 
 #[test]
@@ -102,7 +114,8 @@ fn package_profile_writes_everything_but_the_protected_set() {
     let d = sh(&engine(OPEN), "apt-get install -y nginx");
     assert_eq!(d.verdict, Verdict::Ask);
     let p = d.profile.unwrap();
-    let except = p.write_all_except.unwrap();
+    assert!(p.write_everywhere);
+    let except = p.protected_paths.clone();
     for must in [
         "/etc/sysward",
         "/etc/sysward/secrets",
@@ -115,10 +128,9 @@ fn package_profile_writes_everything_but_the_protected_set() {
     }
     assert!(p.network);
     assert!(p.capabilities.iter().any(|c| c == "CAP_CHOWN"));
-    assert!(
-        !p.capabilities.iter().any(|c| c == "CAP_DAC_READ_SEARCH"),
-        "open_by_handle_at bypasses Landlock"
-    );
+    // Reads what root reads; open_by_handle_at, which would bypass Landlock
+    // and the mounts with it, is refused by seccomp in every profile.
+    assert!(p.capabilities.iter().any(|c| c == "CAP_DAC_READ_SEARCH"));
 }
 
 #[test]
@@ -136,7 +148,7 @@ fn without_outside_write_no_profile_leaves_the_project() {
         match &d.profile {
             None => assert!(d.verdict.is_deny(), "{s}"),
             Some(p) => {
-                assert!(p.write_all_except.is_none(), "{s}: {p}");
+                assert!(!p.write_everywhere, "{s}: {p}");
                 for w in &p.write_paths {
                     assert!(w.starts_with("/srv/agent"), "{s}: {w}");
                 }
@@ -486,12 +498,12 @@ fn unknown_programs_write_only_scratch_and_found_targets() {
     assert_eq!(d.verdict, Verdict::Allow);
     let p = d.profile.unwrap();
     assert_eq!(p.write_paths, vec!["/srv/agent/work".to_string()]);
-    assert!(p.write_all_except.is_none());
+    assert!(!p.write_everywhere);
     let d = sh(
         &engine("EXECUTION_MODE=unrestricted\nALLOW_OUTSIDE_PROJECT_WRITE=true"),
         "python3 x.py",
     );
-    assert!(d.profile.unwrap().write_all_except.is_some());
+    assert!(d.profile.unwrap().write_everywhere);
 }
 
 /// The broker's packaged layout: the project is /etc/sysward (protected), the

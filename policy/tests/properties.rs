@@ -66,23 +66,21 @@ fn check(d: &Decision, outside_write: bool, network: bool) -> Result<(), TestCas
             if !network {
                 prop_assert!(!p.network, "network without ALLOW_NETWORK: {line}");
             }
-            match &p.write_all_except {
-                Some(except) => {
-                    prop_assert!(outside_write, "system-wide write without the flag: {line}");
-                    for must in PROTECTED {
-                        prop_assert!(except.iter().any(|x| x == must), "{must} writable: {line}");
-                    }
+            if p.can_write() {
+                for must in PROTECTED {
+                    prop_assert!(
+                        p.protected_paths.iter().any(|x| x == must),
+                        "{must} is not protected: {line}"
+                    );
                 }
-                None => {
+            }
+            match p.write_everywhere {
+                true => {
+                    prop_assert!(outside_write, "system-wide write without the flag: {line}");
+                }
+                false => {
                     for w in &p.write_paths {
                         let w = PathBuf::from(w);
-                        for prot in PROTECTED {
-                            prop_assert!(
-                                !Path::new(prot).starts_with(&w),
-                                "{prot} under write path {}: {line}",
-                                w.display()
-                            );
-                        }
                         if !outside_write {
                             prop_assert!(
                                 w.starts_with("/srv/agent"),

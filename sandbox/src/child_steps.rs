@@ -17,8 +17,8 @@ pub const STEPS: [&str; 19] = [
     "controlling terminal",
     "rlimits",
     "cgroup",
-    "network namespace",
-    "mount namespace",
+    "unused",
+    "mount namespace (sysward's own paths)",
     "close fds",
     "capabilities (bounding)",
     "setgroups",
@@ -35,19 +35,21 @@ pub const STEPS: [&str; 19] = [
 ];
 /// Index of "cwd" in [`STEPS`]: the caller reports it as "cannot enter …".
 pub const STEP_CWD: u8 = 16;
+const STEP_MOUNTS: u8 = 5;
 const STEP_SIGNALS: u8 = 17;
 const STEP_PDEATHSIG: u8 = 18;
 
 /// A failed step: its index in [`STEPS`] and the errno.
 pub type Failure = (u8, i32);
 
-/// Where the action's network comes from.
-pub enum ChildNetwork {
+/// The action's mount namespace.
+pub enum ChildMounts {
+    /// The host's (read-only actions: Landlock alone bounds them).
     Host,
-    /// setns into this namespace (the broker's pre-made empty one).
+    /// setns into a namespace the broker prepared for this protected set.
     Enter(Arc<OwnedFd>),
-    /// unshare a fresh, empty one.
-    Fresh,
+    /// unshare one and apply the plan here.
+    Build(Arc<crate::shield::ShieldPlan>),
 }
 
 /// Everything the child needs, owned, prepared by the parent.
@@ -58,12 +60,7 @@ pub struct ChildPlan {
     pub cgroup_procs: Option<OwnedFd>,
     /// The action's cgroup directory (for clone3's CLONE_INTO_CGROUP).
     pub cgroup_dir: Option<OwnedFd>,
-    pub network: ChildNetwork,
-    /// Directories to cover with an empty read-only tmpfs in a private mount
-    /// namespace (none: the mount namespace is not touched).
-    pub hide_dirs: Vec<CString>,
-    /// Or a ready mount namespace to enter (the broker's, buses hidden).
-    pub mount_ns: Option<Arc<OwnedFd>>,
+    pub mounts: ChildMounts,
     /// Capabilities kept, as a mask; every other is dropped from every set.
     pub keep_caps: u64,
     /// The kernel's highest capability number.
@@ -143,30 +140,20 @@ impl ChildPlan {
             let rc = unsafe { libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) };
             check(3, rc as libc::c_long)?;
         }
-        match &self.network {
-            ChildNetwork::Host => {}
-            ChildNetwork::Enter(fd) => {
+        // Every action stays in the host's network namespace: seccomp and
+        // Landlock keep one without network from sending.
+        match &self.mounts {
+            ChildMounts::Host => {}
+            ChildMounts::Enter(ns) => {
                 check(
-                    4,
+                    STEP_MOUNTS,
                     // SAFETY: setns on the namespace fd this plan owns.
-                    unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } as libc::c_long,
+                    unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNS) } as libc::c_long,
                 )?;
             }
-            ChildNetwork::Fresh => {
-                // SAFETY: integer argument only.
-                check(4, unsafe { libc::unshare(libc::CLONE_NEWNET) }
-                    as libc::c_long)?;
+            ChildMounts::Build(plan) => {
+                plan.enter_new_namespace().map_err(|(_, e)| (STEP_MOUNTS, e))?;
             }
-        }
-        if let Some(ns) = &self.mount_ns {
-            check(
-                5,
-                // SAFETY: setns on the namespace fd this plan owns.
-                unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNS) } as libc::c_long,
-            )?;
-        } else if !self.hide_dirs.is_empty() {
-            crate::buses::hide_in_new_mount_ns(&self.hide_dirs, libc::MS_PRIVATE)
-                .map_err(|(_, e)| (5, e))?;
         }
         // Whatever the parent left open dies at execve (Rust opens with
         // O_CLOEXEC already; this covers anything that did not). The ruleset

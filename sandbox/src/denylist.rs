@@ -26,6 +26,11 @@ pub enum When {
         arg: u8,
         values: Vec<u32>,
     },
+    /// The low 32 bits of argument `arg` equal none of `values`.
+    Arg32NotIn {
+        arg: u8,
+        values: Vec<u32>,
+    },
     /// Every bit of `mask` is set in the low 32 bits of argument `arg`.
     MaskedLow {
         arg: u8,
@@ -165,6 +170,14 @@ pub fn compile(list: &DenyList) -> Result<BpfProgram, SandboxError> {
                     .map(|&v| jump(JEQ_K, v, Target::Deny, Target::Skip(0)))
                     .collect::<Vec<_>>(),
             ),
+            When::Arg32NotIn { arg, values } => (
+                *arg,
+                values
+                    .iter()
+                    .map(|&v| jump(JEQ_K, v, Target::Allow, Target::Skip(0)))
+                    .chain(std::iter::once(stmt(RET_K, RET_DENY)))
+                    .collect::<Vec<_>>(),
+            ),
             When::MaskedLow { arg, mask } => (
                 *arg,
                 vec![
@@ -248,6 +261,21 @@ mod tests {
                         .unwrap()
                     })
                     .collect(),
+                When::Arg32NotIn { arg, values } => vec![SeccompRule::new(
+                    values
+                        .iter()
+                        .map(|&v| {
+                            SeccompCondition::new(
+                                *arg,
+                                SeccompCmpArgLen::Dword,
+                                SeccompCmpOp::Ne,
+                                u64::from(v),
+                            )
+                            .unwrap()
+                        })
+                        .collect(),
+                )
+                .unwrap()],
                 When::MaskedLow { arg, mask } => {
                     vec![SeccompRule::new(vec![SeccompCondition::new(
                         *arg,
@@ -364,6 +392,12 @@ mod tests {
             libc::CLONE_NEWNET as u64,
             0x1_0000_0000 | pid as u64,
             0xdead_beef_0000_0000 | libc::CLONE_NEWUSER as u64,
+            libc::AF_UNIX as u64,
+            libc::AF_INET as u64,
+            libc::AF_INET6 as u64,
+            libc::AF_NETLINK as u64,
+            libc::AF_PACKET as u64,
+            0x7_0000_0000 | libc::AF_UNIX as u64,
         ];
         let mut checked = 0;
         for opts in [
@@ -372,12 +406,14 @@ mod tests {
                 protect_pid: Some(pid),
                 protect_pgid: Some(pgid),
                 deny_metadata: true,
+                deny_inet: true,
             },
             DenyListOptions {
                 allow_mount: true,
                 protect_pid: None,
                 protect_pgid: None,
                 deny_metadata: false,
+                deny_inet: false,
             },
         ] {
             let list = executor_deny_list(opts);
@@ -414,6 +450,7 @@ mod tests {
             protect_pid: Some(10),
             protect_pgid: Some(11),
             deny_metadata: true,
+            deny_inet: true,
         });
         let prog = compile(&list).unwrap();
         // Count the instructions executed for each syscall number.

@@ -8,7 +8,7 @@
 //! command): the exec and dynamic loading of that helper cost more than the
 //! whole confinement. The steps and their order are the executor's.
 
-use crate::child_steps::{ChildNetwork, ChildPlan, STEPS, STEP_CWD};
+use crate::child_steps::{ChildMounts, ChildPlan, STEPS, STEP_CWD};
 use crate::deps::{caps, seccompiler};
 use crate::sys::errno;
 use crate::{creds, seccomp, SandboxError};
@@ -49,7 +49,8 @@ pub fn seccomp_program(
         allow_mount: profile.allow_mount,
         protect_pid,
         protect_pgid,
-        deny_metadata: profile.write_paths.is_empty() && profile.write_all_except.is_none(),
+        deny_metadata: !profile.can_write(),
+        deny_inet: !profile.network,
     })?;
     if programs.len() != 1 {
         return Err(SandboxError::step(
@@ -93,15 +94,24 @@ pub struct JailParts {
     pub landlock_ruleset: Arc<OwnedFd>,
     /// [`seccomp_program`] → [`kernel_program`].
     pub seccomp: Arc<Vec<libc::sock_filter>>,
-    /// The empty network namespace to enter when the profile has no network
-    /// (None: a fresh one is unshared).
-    pub netns: Option<Arc<OwnedFd>>,
-    /// A mount namespace where the system buses are hidden, entered by the
-    /// profiles of [`crate::buses::hides_system_buses`] (None: each makes
-    /// its own).
-    pub hidden_buses: Option<Arc<OwnedFd>>,
+    /// The action's mount namespace ([`crate::shield`]), when its profile
+    /// needs one: a namespace the caller prepared for this protected set, or
+    /// the plan to build one in the child. None: [`Jail::prepare`] computes
+    /// the plan itself if the profile needs it.
+    pub mounts: Option<PreparedMounts>,
     /// The action's cgroup.
     pub cgroup: Option<JailCgroup>,
+    /// sysward's binaries beside the caller's, protected like its own.
+    pub extra: crate::profile_rules::Extra,
+}
+
+/// A mount namespace for an action, ready or to be built.
+#[derive(Debug, Clone)]
+pub enum PreparedMounts {
+    /// Enter this namespace (setns).
+    Namespace(Arc<OwnedFd>),
+    /// Build one in the child from this plan.
+    Plan(Arc<crate::shield::ShieldPlan>),
 }
 
 /// The action's cgroup v2, as descriptors: its directory (clone3 creates the
@@ -333,28 +343,19 @@ impl Jail {
             Some(c) => (Some(c.procs), Some(c.dir)),
             None => (None, None),
         };
-        let network = if profile.network {
-            ChildNetwork::Host
-        } else {
-            match parts.netns {
-                Some(fd) => ChildNetwork::Enter(fd),
-                None => ChildNetwork::Fresh,
-            }
-        };
-        let hides = crate::buses::hides_system_buses(profile);
-        let mount_ns = parts.hidden_buses.filter(|_| hides);
-        let hide_dirs = if hides && mount_ns.is_none() {
-            crate::buses::present_dirs()
-        } else {
-            Vec::new()
+        let mounts = match parts.mounts {
+            Some(PreparedMounts::Namespace(ns)) => ChildMounts::Enter(ns),
+            Some(PreparedMounts::Plan(plan)) => ChildMounts::Build(plan),
+            None => match crate::profile_rules::shield_plan(profile, &parts.extra)? {
+                Some(plan) => ChildMounts::Build(Arc::new(plan)),
+                None => ChildMounts::Host,
+            },
         };
         let plan = ChildPlan {
             rlimits,
             cgroup_procs,
             cgroup_dir,
-            network,
-            hide_dirs,
-            mount_ns,
+            mounts,
             keep_caps,
             last_cap: creds::cap_last_cap()?,
             ambient: profile.uid != 0 && keep_caps != 0,

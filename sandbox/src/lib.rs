@@ -19,6 +19,7 @@ pub mod landlock;
 pub mod process;
 pub mod profile_rules;
 pub mod seccomp;
+pub mod shield;
 pub mod sys;
 
 /// The crates whose types appear in this crate's API, re-exported so callers

@@ -2,15 +2,16 @@
 //! by the broker to build a profile's ruleset once and hand it to every
 //! executor of that profile — see [`prebuild_ruleset`]).
 //!
-//! Reads: `read_paths`, or everything except `read_all_except`. Writes:
-//! `write_paths` (read+write), or every write right except beneath
-//! `write_all_except`; plus the private scratch directory. Whatever the
-//! profile says, a built-in protected set is carved out of every grant:
-//! sysward's configuration and secrets are never readable, and its state,
-//! runtime directory, binaries and units are never writable — so a profile
-//! built wrongly still cannot reach them.
+//! Reads: `read_paths`, or everything except `read_all_except` and the
+//! hidden paths. Writes: whole subtrees, `write_paths` or `/`
+//! (`write_everywhere`), plus the private scratch directory. Whatever the
+//! profile says, a built-in protected set is added to the action's mount
+//! namespace ([`shield_plan`]): sysward's configuration and secrets are never
+//! readable, and its state, runtime directory, binaries and units are never
+//! writable — so a profile built wrongly still cannot reach them.
 
 use crate::landlock::{self, LandlockRules};
+use crate::shield::{ShieldInput, ShieldPlan};
 use crate::SandboxError;
 use ::landlock::{AccessFs, BitFlags};
 use std::os::fd::OwnedFd;
@@ -20,7 +21,9 @@ use sysward_ipc::profile::ConfinementProfile;
 /// Never readable by any action.
 pub const READ_PROTECTED: &[&str] = &["/etc/sysward"];
 
-/// Never writable by any action (the binaries and units are added at run time).
+/// Never writable by any action (the binaries are added at run time). The
+/// unit files, their drop-in directories (the package creates them empty so
+/// that they exist to be covered) and the units' overrides.
 pub const WRITE_PROTECTED: &[&str] = &[
     "/etc/sysward",
     "/var/lib/sysward",
@@ -31,6 +34,12 @@ pub const WRITE_PROTECTED: &[&str] = &[
     "/etc/systemd/system/sysward.service",
     "/etc/systemd/system/sysward-run.service",
     "/etc/systemd/system/sysward-run.timer",
+    "/etc/systemd/system/sysward.service.d",
+    "/etc/systemd/system/sysward-run.service.d",
+    "/etc/systemd/system/sysward-run.timer.d",
+    "/usr/lib/systemd/system/sysward.service.d",
+    "/run/systemd/system/sysward.service",
+    "/run/systemd/system/sysward.service.d",
 ];
 
 /// Device files every action may read and write (`2>/dev/null`).
@@ -122,18 +131,10 @@ pub fn landlock_rules(
     let write = landlock::write_access();
 
     let mut read_ex = strings(READ_PROTECTED);
+    read_ex.extend(abs(&profile.hidden_paths, "hidden")?);
     if let Some(ex) = &profile.read_all_except {
         read_ex.extend(abs(ex, "read_all_except")?);
     }
-    // What may not be read may not be written either.
-    let mut write_ex = strings(WRITE_PROTECTED);
-    write_ex.extend(own_binaries());
-    write_ex.extend(extra.write_protected.iter().cloned());
-    write_ex.extend(read_ex.iter().cloned());
-    if let Some(ex) = &profile.write_all_except {
-        write_ex.extend(abs(ex, "write_all_except")?);
-    }
-
     if profile.read_all_except.is_some() {
         landlock::grant_all_except(&mut rules, &read_ex, read)?;
     }
@@ -143,11 +144,15 @@ pub fn landlock_rules(
     {
         landlock::grant_beneath_except(&mut rules, p, &read_ex, read)?;
     }
-    if profile.write_all_except.is_some() {
-        landlock::grant_all_except(&mut rules, &write_ex, write)?;
+    // Writes are granted as whole subtrees: sysward's own paths inside them
+    // are protected by the action's mount namespace (`crate::shield`), not by
+    // carving them out here, which would take the right to create, remove
+    // and rename entries from every directory above them.
+    if profile.write_everywhere {
+        landlock::grant_beneath_except(&mut rules, Path::new("/"), &[], read | write)?;
     }
     for p in &abs(&profile.write_paths, "write")? {
-        landlock::grant_beneath_except(&mut rules, p, &write_ex, read | write)?;
+        landlock::grant_beneath_except(&mut rules, p, &[], read | write)?;
     }
     if let Some(s) = &profile.scratch_dir {
         // The scratch directory may sit under the state directory: only the
@@ -162,6 +167,47 @@ pub fn landlock_rules(
         landlock::grant_beneath_except(&mut rules, Path::new(d), &[], dev)?;
     }
     Ok(rules)
+}
+
+/// What the action's mount namespace must protect, or None when it needs
+/// none: a profile that can write outside its scratch directory gets
+/// sysward's own paths read-only and its secrets covered; a profile that
+/// must not reach systemd's or D-Bus's sockets finds their directories empty.
+pub fn shield_input(profile: &ConfinementProfile, extra: &Extra) -> Option<ShieldInput> {
+    let hides_buses = crate::buses::hides_system_buses(profile);
+    if !profile.can_write() && !hides_buses {
+        return None;
+    }
+    let mut input = ShieldInput::default();
+    if hides_buses {
+        input.hide_dirs = crate::buses::SYSTEM_BUS_DIRS
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+    }
+    if profile.can_write() {
+        let mut read_only = strings(WRITE_PROTECTED);
+        read_only.extend(own_binaries());
+        read_only.extend(extra.write_protected.iter().cloned());
+        read_only.extend(profile.protected_paths.iter().map(PathBuf::from));
+        let mut hidden = strings(READ_PROTECTED);
+        hidden.extend(profile.hidden_paths.iter().map(PathBuf::from));
+        input.read_only = read_only;
+        input.hidden = hidden;
+        input.writable = profile.scratch_dir.iter().map(PathBuf::from).collect();
+    }
+    Some(input)
+}
+
+/// The mount steps of [`shield_input`], or None when the profile needs no
+/// mount namespace of its own.
+pub fn shield_plan(
+    profile: &ConfinementProfile,
+    extra: &Extra,
+) -> Result<Option<ShieldPlan>, SandboxError> {
+    shield_input(profile, extra)
+        .map(|input| ShieldPlan::new(&input))
+        .transpose()
 }
 
 /// Builds the complete ruleset of `profile` (and `extra`) without

@@ -296,6 +296,12 @@ pub struct DenyListOptions {
     /// times, extended attributes), which Landlock does not cover and which a
     /// root uid may do on every root-owned file.
     pub deny_metadata: bool,
+    /// The profile has no network: every socket family but AF_UNIX and
+    /// AF_NETLINK is refused (no inet, inet6 or packet socket: no TCP, UDP,
+    /// ICMP or raw traffic). The action runs in the host's network namespace,
+    /// so diagnostics over netlink (`ss`, `ip`, `nft list`) see the host,
+    /// and without CAP_NET_ADMIN netlink can change nothing.
+    pub deny_inet: bool,
 }
 
 /// The executor's deny-list: what no system-administration command needs.
@@ -374,6 +380,15 @@ pub fn executor_deny_list(opts: DenyListOptions) -> DenyList {
             libc::SYS_utimes,
             libc::SYS_futimesat,
         ]);
+    }
+    if opts.deny_inet {
+        list.insert(
+            libc::SYS_socket,
+            When::Arg32NotIn {
+                arg: 0,
+                values: vec![libc::AF_UNIX as u32, libc::AF_NETLINK as u32],
+            },
+        );
     }
     // No new user namespaces (they hand an unprivileged process every
     // capability over a fresh namespace and widen the kernel's attack surface).

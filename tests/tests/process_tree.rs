@@ -552,15 +552,9 @@ fn the_hidden_bus_namespace_sees_later_host_mounts() {
         .write("01-t.md", "# T\nRead the marker.\n");
     let layout = sysward_broker::project::Layout::standalone(&p.dir).unwrap();
     let ctx = sysward_broker::context::broker_context_with_binaries(layout, &bin_dir()).unwrap();
-    // The shared namespace exists where propagation reaches it (every host
-    // mount shared, as systemd makes them); elsewhere each action makes its
-    // own. Either way the action must see the current tree.
-    let all_shared = std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .all(|l| l.split(" - ").next().unwrap().contains(" shared:"));
-    assert_eq!(ctx.runner.hidden_buses.is_some(), all_shared);
-    println!("shared hidden-bus namespace in use: {all_shared}");
+    // The broker prepares a private mount namespace per protected set and
+    // drops it when the host's mount table changes: the action must see the
+    // current tree.
     // Mounted on the host after the namespace was made.
     let mounted = Command::new("mount")
         .args([
