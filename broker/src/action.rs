@@ -110,11 +110,7 @@ fn pidfd_open(pid: u32) -> Option<OwnedFd> {
 }
 
 impl Runner {
-    pub fn new(
-        exec_path: PathBuf,
-        cgroup_root: Option<PathBuf>,
-        tmp_dir: PathBuf,
-    ) -> Runner {
+    pub fn new(exec_path: PathBuf, cgroup_root: Option<PathBuf>, tmp_dir: PathBuf) -> Runner {
         let protected = sysward_sandbox::profile_rules::Extra {
             write_protected: exec_path
                 .parent()

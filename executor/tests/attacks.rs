@@ -22,6 +22,9 @@ use sysward_ipc::Channel;
 
 const EXE: &str = env!("CARGO_BIN_EXE_sysward-exec");
 
+#[path = "attacks/mounts.rs"]
+mod mounts;
+
 // ---------------------------------------------------------------- broker role
 
 struct Run {
@@ -910,7 +913,10 @@ fn case_no_network(t: &mut T) {
         .filter_map(|l| l.split(':').next())
         .map(|s| s.trim().to_string())
         .collect();
-    let r = spawn(&command(&["/bin/cat", "/proc/net/dev"], base_profile()), &Opts::default());
+    let r = spawn(
+        &command(&["/bin/cat", "/proc/net/dev"], base_profile()),
+        &Opts::default(),
+    );
     let ifaces: Vec<String> = r
         .out()
         .lines()
@@ -923,18 +929,29 @@ fn case_no_network(t: &mut T) {
         format!("the host's interfaces: {ifaces:?} (host {host_ifaces:?})"),
     );
     if which("ip").is_some() {
-        let r = spawn(&command(&["ip", "-br", "link"], base_profile()), &Opts::default());
+        let r = spawn(
+            &command(&["ip", "-br", "link"], base_profile()),
+            &Opts::default(),
+        );
         let listed = host_ifaces.iter().all(|i| r.out().contains(i.as_str()));
         t.check(
             r.code() == Some(0) && listed,
-            format!("ip -br link shows the host's interfaces: {:?} {:?}", r.out(), r.err()),
+            format!(
+                "ip -br link shows the host's interfaces: {:?} {:?}",
+                r.out(),
+                r.err()
+            ),
         );
     }
     if which("ss").is_some() {
         let r = spawn(&command(&["ss", "-tln"], base_profile()), &Opts::default());
         t.check(
             r.code() == Some(0) && r.out().contains(&format!(":{port}")),
-            format!("ss -tln shows the test's listener on {port}: {:?} {:?}", r.out(), r.err()),
+            format!(
+                "ss -tln shows the test's listener on {port}: {:?} {:?}",
+                r.out(),
+                r.err()
+            ),
         );
     }
     // And the network profile does reach the host.
@@ -1234,11 +1251,7 @@ fn case_containment(t: &mut T) {
     let cg = Cgroup::new("first");
     let name = cg.0.file_name().unwrap().to_string_lossy().to_string();
     let r = spawn(
-        &command_in(
-            &["/bin/cat", "/proc/self/cgroup"],
-            user.clone(),
-            Some(&cg),
-        ),
+        &command_in(&["/bin/cat", "/proc/self/cgroup"], user.clone(), Some(&cg)),
         &Opts {
             cgroup: Some(&cg),
             ..Default::default()
@@ -1850,6 +1863,7 @@ fn main() {
         ("read_only", case_read_only),
         ("no_network", case_no_network),
         ("protected", case_protected),
+        ("mounts", mounts::case_mounts),
         ("seccomp_edges", case_seccomp_edges),
         ("containment", case_containment),
         ("symlink_swap", case_symlink_swap),

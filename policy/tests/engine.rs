@@ -41,7 +41,10 @@ fn read_only_profile_writes_only_scratch() {
     assert_eq!(p.name, "read-only");
     assert!(p.write_paths.is_empty());
     assert!(!p.write_everywhere);
-    assert!(!p.can_write(), "a read-only action needs no mount namespace");
+    assert!(
+        !p.can_write(),
+        "a read-only action needs no mount namespace"
+    );
     assert_eq!(p.scratch_dir.as_deref(), Some("/srv/agent/.agent/tmp"));
     assert!(!p.network);
     assert_eq!((p.uid, p.gid), (1234, 1234));

@@ -152,7 +152,8 @@ impl ChildPlan {
                 )?;
             }
             ChildMounts::Build(plan) => {
-                plan.enter_new_namespace().map_err(|(_, e)| (STEP_MOUNTS, e))?;
+                plan.enter_new_namespace()
+                    .map_err(|(_, e)| (STEP_MOUNTS, e))?;
             }
         }
         // Whatever the parent left open dies at execve (Rust opens with

@@ -180,7 +180,8 @@ impl ShieldPlan {
         for (path, kind, _) in &wanted {
             // Inside a hidden directory there is nothing left to cover; inside
             // a read-only one only what must stay hidden.
-            let strictly_inside = |dirs: &[PathBuf]| dirs.iter().any(|d| path != d && path.starts_with(d));
+            let strictly_inside =
+                |dirs: &[PathBuf]| dirs.iter().any(|d| path != d && path.starts_with(d));
             if strictly_inside(&hidden_dirs) || strictly_inside(&buses) {
                 continue;
             }
@@ -190,7 +191,9 @@ impl ShieldPlan {
             steps.insert((depth(path), *kind, path.clone()));
         }
         for (path, _, is_dir) in &writable {
-            let under_read_only = read_only_dirs.iter().any(|d| path != d && path.starts_with(d));
+            let under_read_only = read_only_dirs
+                .iter()
+                .any(|d| path != d && path.starts_with(d));
             let under_hidden = hidden_dirs.iter().any(|d| path.starts_with(d));
             if *is_dir && under_read_only && !under_hidden {
                 steps.insert((depth(path), CoverKind::Writable, path.clone()));
@@ -358,7 +361,10 @@ fn apply_one(kind: CoverKind, path: &CString) -> Result<(), i32> {
         CoverKind::Pin | CoverKind::Writable => bind(path, path, libc::MS_REC),
         CoverKind::ReadOnly => {
             bind(path, path, libc::MS_REC)?;
-            set_attrs(path, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
+            set_attrs(
+                path,
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+            )
         }
         CoverKind::HideFile => {
             bind(&c"/dev/null".into(), path, 0)?;
@@ -426,7 +432,10 @@ mod tests {
         assert_eq!(steps[pin].0, CoverKind::Pin);
         let secrets = find(&real.join("secrets")).unwrap();
         assert_eq!(steps[secrets].0, CoverKind::HideDir);
-        assert_eq!(steps[find(&real.join("init.conf")).unwrap()].0, CoverKind::HideFile);
+        assert_eq!(
+            steps[find(&real.join("init.conf")).unwrap()].0,
+            CoverKind::HideFile
+        );
         let agent = find(&real.join(".agent")).unwrap();
         assert_eq!(steps[agent].0, CoverKind::ReadOnly);
         let tmp = find(&real.join(".agent/tmp")).unwrap();

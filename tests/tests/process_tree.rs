@@ -267,7 +267,7 @@ fn transient_failures_are_retried_and_permission_failures_explained() {
     let server = scenario(&format!(
         r#"{{"steps":[
           {{"tool_calls":[{{"name":"shell","arguments":{{"command":{}}}}}]}},
-          {{"tool_calls":[{{"name":"shell","arguments":{{"command":"echo x > /proc/sys/kernel/hostname-nope; cat /etc/shadow-nonexistent-but-denied 2>&1 >/dev/null; touch /usr/bin/sysward-probe"}}}}]}},
+          {{"tool_calls":[{{"name":"exec","arguments":{{"command":"python3","args":["-c","import socket; socket.socket(socket.AF_INET, socket.SOCK_STREAM)"]}}}}]}},
           {{"content":"done\nTASK_STATUS: DONE"}}
         ]}}"#,
         serde_json::to_string(&script).unwrap()
@@ -524,10 +524,6 @@ fn the_hidden_bus_namespace_sees_later_host_mounts() {
             .unwrap();
         let text = describe(&out);
         assert!(out.status.success(), "{text}");
-        assert!(
-            text.contains("shared hidden-bus namespace in use: true"),
-            "{text}"
-        );
     }
     let p = TestProject::new(if nested { "mntns-shared" } else { "mntns" });
     let mnt = p.path("mnt");
@@ -539,10 +535,13 @@ fn the_hidden_bus_namespace_sees_later_host_mounts() {
     std::fs::create_dir_all("/run/dbus").unwrap();
     let bus_marker = format!("/run/dbus/sysward-test-marker-{}", std::process::id());
     std::fs::write(&bus_marker, "host-bus-dir\n").unwrap();
+    // The first action makes the broker prepare its namespace; the host
+    // mounts a filesystem while the model "thinks" (the second reply is
+    // delayed); the second action must see it.
     let server = scenario(&format!(
         r#"{{"steps":[
-          {{"tool_calls":[{{"name":"exec","arguments":{{"command":"{tool}","args":["{}/marker"]}}}}]}},
           {{"tool_calls":[{{"name":"exec","arguments":{{"command":"{tool}","args":["{bus_marker}"]}}}}]}},
+          {{"delay_ms":1500,"tool_calls":[{{"name":"exec","arguments":{{"command":"{tool}","args":["{}/marker"]}}}}]}},
           {{"content":"done\nTASK_STATUS: DONE"}}
         ]}}"#,
         mnt.display()
@@ -552,10 +551,20 @@ fn the_hidden_bus_namespace_sees_later_host_mounts() {
         .write("01-t.md", "# T\nRead the marker.\n");
     let layout = sysward_broker::project::Layout::standalone(&p.dir).unwrap();
     let ctx = sysward_broker::context::broker_context_with_binaries(layout, &bin_dir()).unwrap();
-    // The broker prepares a private mount namespace per protected set and
-    // drops it when the host's mount table changes: the action must see the
-    // current tree.
-    // Mounted on the host after the namespace was made.
+    let session = std::thread::spawn(move || {
+        let op = Recorder::new();
+        let _ = sysward_broker::session::run_session(
+            &ctx,
+            sysward_broker::session::SessionRequest {
+                mode: sysward_ipc::agent::SessionMode::Tasks { rerun: false },
+                dry_run: false,
+                operator: "test".into(),
+            },
+            &op,
+        );
+    });
+    // The first tool result reaches the model: the namespace exists now.
+    server.wait_for_requests(2, Duration::from_secs(30));
     let mounted = Command::new("mount")
         .args([
             "-t",
@@ -569,21 +578,17 @@ fn the_hidden_bus_namespace_sees_later_host_mounts() {
         .unwrap();
     assert!(mounted.success());
     std::fs::write(mnt.join("marker"), "seen-through-the-namespace\n").unwrap();
-    let op = Recorder::new();
-    let _ = sysward_broker::session::run_session(
-        &ctx,
-        sysward_broker::session::SessionRequest {
-            mode: sysward_ipc::agent::SessionMode::Tasks { rerun: false },
-            dry_run: false,
-            operator: "test".into(),
-        },
-        &op,
-    );
+    session.join().unwrap();
     let _ = Command::new("umount").arg(&mnt).status();
     let _ = std::fs::remove_file(&tool);
     let _ = std::fs::remove_file(&bus_marker);
     let chats = server.chat_requests();
-    assert!(chats.len() >= 2, "no tool result");
-    let result = chats[1].message_text();
+    assert!(chats.len() >= 3, "no tool result");
+    let hidden = chats[1].message_text();
+    assert!(
+        !hidden.contains("host-bus-dir"),
+        "the bus directory is visible: {hidden}"
+    );
+    let result = chats[2].message_text();
     assert!(result.contains("seen-through-the-namespace"), "{result}");
 }
