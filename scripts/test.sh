@@ -18,9 +18,11 @@ if command -v apt-get >/dev/null 2>&1; then
   apt-get update -q
   # iproute2: ip; passwd: useradd/groupadd; util-linux: setpriv; procps: ps/pkill;
   # python3 + curl + iputils-ping + netcat: programs the attack tests try;
+  # nftables + attr: programs the attack tests try (nft add table, setfattr);
   # bubblewrap: the executor benchmark's comparison; strace: debugging aid.
   apt-get install -y -q --no-install-recommends \
     iproute2 passwd util-linux procps python3 curl iputils-ping netcat-openbsd \
+    nftables attr e2fsprogs \
     bubblewrap ca-certificates coreutils findutils gawk tmux strace >/dev/null
 fi
 

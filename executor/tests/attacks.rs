@@ -890,19 +890,16 @@ fn case_no_network(t: &mut T) {
         );
     }
     let accepted = listener.accept().is_ok();
-    t.check(!accepted, "the host listener saw no connection".to_string());
+    t.check(!accepted, "the host listener saw no connection");
     let mut datagram = [0u8; 16];
     t.check(
         udp.recv_from(&mut datagram).is_err(),
-        "the host UDP socket received nothing".to_string(),
+        "the host UDP socket received nothing",
     );
-    t.check(
-        routes() == routes_before,
-        "no route was added to the host".to_string(),
-    );
+    t.check(routes() == routes_before, "no route was added to the host");
     t.check(
         std::fs::read_to_string("/proc/sys/net/ipv4/conf/all/rp_filter").ok() == rp_filter_before,
-        "the host's rp_filter is unchanged".to_string(),
+        "the host's rp_filter is unchanged",
     );
     // The same no-network profile tells the truth about the host: its
     // interfaces and the listener this test opened.

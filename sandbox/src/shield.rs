@@ -395,7 +395,7 @@ fn apply_one(kind: CoverKind, path: &CString) -> Result<(), i32> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

@@ -1,5 +1,6 @@
 //! End to end through the broker: request → decision → audit → confined
-//! `/bin/true` → result, beside a bare spawn of `/bin/true` and
+//! `/bin/true` (read-only) and `touch` of a project file (a write, in its
+//! protecting mount namespace) → result, beside a bare spawn of `/bin/true` and
 //! `bwrap --ro-bind / / --unshare-net --unshare-pid --die-with-parent /bin/true`,
 //! in the same run (as root).
 //!
@@ -95,7 +96,14 @@ fn main() {
 
     let bare = stats("bare spawn of /bin/true", spawn_times(n, &["/bin/true"]));
     let through = timed_session(&ctx, &op, "actions");
-    let broker = stats("through the broker (decide+audit+confined)", through);
+    let broker = stats("read-only action through the broker", through);
+    // A write in the project: its mount namespace (sysward's own paths
+    // read-only, secrets covered), prepared once and entered per action.
+    let target = p.path("bench-write-target");
+    p.write("01-bench.md", &format!("{n} touch {}", target.display()));
+    let writes = timed_session(&ctx, &op, "write actions");
+    let write = stats("write action (+ protecting mount namespace)", writes);
+    p.write("01-bench.md", &n.to_string());
     if std::env::args().any(|a| a == "--breakdown") {
         let cgroup_root = ctx.runner.cgroup_root.take();
         let us = timed_session(&ctx, &op, "actions without a cgroup");
@@ -142,5 +150,6 @@ fn main() {
         let _ = std::fs::remove_file(copy);
     }
     println!("ratio broker/bare (medians): {:.2}", broker / bare);
+    println!("ratio write/bare (medians): {:.2}", write / bare);
     println!("ratio bwrap/broker (medians): {:.2}", bwrap / broker);
 }

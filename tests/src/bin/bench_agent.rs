@@ -22,7 +22,7 @@ fn main() {
         panic!("no welcome");
     };
     // The task file's content: the number of round trips, then optionally the
-    // program to run (default /bin/true).
+    // program to run (default /bin/true), then its arguments.
     let content = setup
         .tasks
         .first()
@@ -31,7 +31,8 @@ fn main() {
     let mut words = content.split_whitespace();
     let n: usize = words.next().and_then(|w| w.parse().ok()).unwrap_or(1000);
     let program = words.next().unwrap_or("/bin/true").to_string();
-    let arguments = serde_json::json!({"command": program}).to_string();
+    let args: Vec<&str> = words.collect();
+    let arguments = serde_json::json!({"command": program, "args": args}).to_string();
     let mut micros = Vec::with_capacity(n);
     let mut failures = 0;
     for i in 0..n {
