@@ -39,6 +39,8 @@ fi
 install -d -o root -g root -m 0700 /etc/sysward /etc/sysward/secrets
 install -d -o root -g root -m 0700 /var/lib/sysward /var/lib/sysward/.agent
 install -d -o root -g sysward -m 0750 /run/sysward
+install -d -o root -g root -m 0755 /etc/systemd/system/sysward.service.d \
+  /etc/systemd/system/sysward-run.service.d /etc/systemd/system/sysward-run.timer.d
 
 # --- the configuration stays root-only (init.conf holds API_KEY); the files
 # are the operator's: only permissions that are too wide are narrowed.

@@ -160,6 +160,13 @@ pub fn build(
             }
         }
     }
+    // A grant inside another one adds nothing (Landlock grants subtrees).
+    let nested: Vec<PathBuf> = writes
+        .iter()
+        .filter(|w| writes.iter().any(|o| o != *w && w.starts_with(o)))
+        .cloned()
+        .collect();
+    writes.retain(|w| !nested.contains(w));
     let mut read_except: Vec<String> = sets.read_protected.iter().map(|p| s(p)).collect();
     read_except.dedup();
     let mut limits = ResourceLimits::default();
