@@ -79,12 +79,38 @@ pub struct Runner {
     pub mounts: crate::mountns::MountNamespaces,
     /// Landlock rulesets built once per distinct profile (the walk from `/` is
     /// the expensive part of confinement).
-    rulesets: Mutex<HashMap<String, (Instant, Arc<OwnedFd>)>>,
+    rulesets: Mutex<HashMap<String, CachedRuleset>>,
+    /// Write-capable actions run so far (a cached ruleset checked since the
+    /// last one needs no new check).
+    write_actions: std::sync::atomic::AtomicU64,
     /// Emptied action cgroups, reused: creating and removing one per action
     /// costs more than the rest of the spawn.
     spare_cgroups: Mutex<Vec<ActionCgroup>>,
     /// Seccomp programs, one per [`SeccompKey`].
     seccomp: Mutex<HashMap<SeccompKey, Arc<Vec<libc::sock_filter>>>>,
+}
+
+struct CachedRuleset {
+    made: Instant,
+    fd: Arc<OwnedFd>,
+    /// The directories its read walk went through, and their change times
+    /// then.
+    walked: Vec<PathBuf>,
+    stamp: Vec<Option<(i64, i64)>>,
+    /// `Runner::write_actions` when the stamp was last found unchanged.
+    checked_at: u64,
+}
+
+/// The change time of each directory (None: missing).
+fn walk_stamp(dirs: &[PathBuf]) -> Vec<Option<(i64, i64)>> {
+    use std::os::unix::fs::MetadataExt;
+    dirs.iter()
+        .map(|d| {
+            std::fs::metadata(d)
+                .ok()
+                .map(|m| (m.ctime(), m.ctime_nsec()))
+        })
+        .collect()
 }
 
 /// A cached ruleset is rebuilt after this long, so paths created since are
@@ -125,6 +151,7 @@ impl Runner {
             tmp_dir,
             mounts: Default::default(),
             rulesets: Default::default(),
+            write_actions: Default::default(),
             spare_cgroups: Default::default(),
             seccomp: Default::default(),
         }
@@ -140,11 +167,20 @@ impl Runner {
             .rulesets
             .lock()
             .map_err(|_| "the ruleset cache is poisoned".to_string())?;
-        if let Some((at, fd)) = cache.get(&key) {
-            if at.elapsed() < RULESET_TTL {
-                return Ok(Arc::clone(fd));
+        let writes_since = self.write_actions.load(std::sync::atomic::Ordering::SeqCst);
+        if let Some(entry) = cache.get_mut(&key) {
+            if entry.made.elapsed() < RULESET_TTL {
+                // A write action may have created or replaced entries in a
+                // directory the read walk names one by one (`sed -i
+                // /etc/hosts` makes a new inode): then it is walked again.
+                if entry.checked_at == writes_since || walk_stamp(&entry.walked) == entry.stamp {
+                    entry.checked_at = writes_since;
+                    return Ok(Arc::clone(&entry.fd));
+                }
             }
         }
+        let walked = sysward_sandbox::profile_rules::read_walk_dirs(profile);
+        let stamp = walk_stamp(&walked);
         let fd = Arc::new(
             sysward_sandbox::profile_rules::prebuild_ruleset(profile, &self.protected)
                 .map_err(|e| format!("confinement failed at landlock: {e}; nothing ran"))?,
@@ -152,7 +188,16 @@ impl Runner {
         if cache.len() >= RULESET_CACHE_MAX {
             cache.clear();
         }
-        cache.insert(key, (Instant::now(), Arc::clone(&fd)));
+        cache.insert(
+            key,
+            CachedRuleset {
+                made: Instant::now(),
+                fd: Arc::clone(&fd),
+                walked,
+                stamp,
+                checked_at: writes_since,
+            },
+        );
         Ok(fd)
     }
 
@@ -271,11 +316,10 @@ impl Runner {
         let outcome = self.run_confined(spec, cgroup, how);
         drop(replacing_waits);
         if can_write {
-            // Files it replaced are new inodes that the cached read walks do
-            // not name: the next action gets its ruleset built afresh.
-            if let Ok(mut cache) = self.rulesets.lock() {
-                cache.clear();
-            }
+            // Files it created or replaced are inodes the cached read walks
+            // may not name: the next lookup checks (see `ruleset`).
+            self.write_actions
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         outcome
     }

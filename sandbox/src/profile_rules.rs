@@ -169,6 +169,29 @@ pub fn landlock_rules(
     Ok(rules)
 }
 
+/// The directories the read allow-list is walked through (every ancestor of
+/// a path left out of reads): their entries get rules of their own, so an
+/// entry created or replaced there since the walk is not granted. A caller
+/// that caches the ruleset watches these directories' change times.
+pub fn read_walk_dirs(profile: &ConfinementProfile) -> Vec<PathBuf> {
+    let mut excluded = strings(READ_PROTECTED);
+    excluded.extend(profile.hidden_paths.iter().map(PathBuf::from));
+    if let Some(ex) = &profile.read_all_except {
+        excluded.extend(ex.iter().map(PathBuf::from));
+    }
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for p in &excluded {
+        let mut cur = p.parent();
+        while let Some(d) = cur {
+            if !dirs.iter().any(|x| x == d) {
+                dirs.push(d.to_path_buf());
+            }
+            cur = d.parent();
+        }
+    }
+    dirs
+}
+
 /// What the action's mount namespace must protect, or None when it needs
 /// none: a profile that can write outside its scratch directory gets
 /// sysward's own paths read-only and its secrets covered; a profile that
