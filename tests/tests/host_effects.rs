@@ -123,10 +123,17 @@ fn result_of(server: &Handle, i: usize) -> String {
         .unwrap_or_else(|| format!("no result for step {i}"))
 }
 
+/// The cases change the same host files, user and package: one at a time
+/// even when the harness runs tests in parallel.
+static HOST: Mutex<()> = Mutex::new(());
+
 fn run_layout(test: &str, project: &Path) {
     if !require_root(test) {
         return;
     }
+    let _one_at_a_time = HOST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     ensure_accounts();
     let pid = std::process::id();
     let _ = std::fs::remove_dir_all(project);
@@ -411,6 +418,9 @@ fn an_approved_network_sysctl_reaches_the_brokers_namespace() {
         return;
     }
     ensure_accounts();
+    let _one_at_a_time = HOST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let host_before = std::fs::read_to_string("/proc/sys/net/ipv4/conf/all/rp_filter").unwrap();
     let pid = std::process::id();
     let project = PathBuf::from(format!("/var/tmp/sysward-effects-netns-{pid}"));
