@@ -110,9 +110,9 @@ impl MountNamespaces {
         let fail = |e: sysward_sandbox::SandboxError| {
             format!("confinement failed at mount namespace (sysward's own paths): {e}; nothing ran")
         };
-        let Some(input) = profile_rules::shield_input(profile, extra) else {
+        if !profile_rules::needs_mount_namespace(profile) {
             return Ok(None);
-        };
+        }
         let mut cache = self
             .cache
             .lock()
@@ -128,6 +128,10 @@ impl MountNamespaces {
             p.made.elapsed() < TTL && p.namespace.as_ref().is_none_or(|(_, t)| !changed(t))
         });
         if !fresh {
+            // Only now: the input reads this program's own path and the plan
+            // resolves every protected path.
+            let input = profile_rules::shield_input(profile, extra)
+                .ok_or_else(|| "the profile needs no mount namespace after all".to_string())?;
             let plan = Arc::new(ShieldPlan::new(&input).map_err(fail)?);
             // Where the namespace cannot be made here, each action makes its
             // own from the plan (and reports the step that fails).
@@ -151,12 +155,5 @@ impl MountNamespaces {
             Some((ns, _)) => PreparedMounts::Namespace(Arc::clone(ns)),
             None => PreparedMounts::Plan(Arc::clone(&prepared.plan)),
         }))
-    }
-
-    /// Drops every prepared namespace (the next action builds its own).
-    pub fn forget_all(&self) {
-        if let Ok(mut cache) = self.cache.lock() {
-            cache.clear();
-        }
     }
 }

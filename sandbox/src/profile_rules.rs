@@ -130,11 +130,7 @@ pub fn landlock_rules(
     let read = landlock::read_access();
     let write = landlock::write_access();
 
-    let mut read_ex = strings(READ_PROTECTED);
-    read_ex.extend(abs(&profile.hidden_paths, "hidden")?);
-    if let Some(ex) = &profile.read_all_except {
-        read_ex.extend(abs(ex, "read_all_except")?);
-    }
+    let read_ex = read_excluded(profile)?;
     if profile.read_all_except.is_some() {
         landlock::grant_all_except(&mut rules, &read_ex, read)?;
     }
@@ -169,18 +165,25 @@ pub fn landlock_rules(
     Ok(rules)
 }
 
+/// What reads never reach: the built-in set, the hidden paths and
+/// `read_all_except`.
+fn read_excluded(profile: &ConfinementProfile) -> Result<Vec<PathBuf>, SandboxError> {
+    let mut excluded = strings(READ_PROTECTED);
+    excluded.extend(abs(&profile.hidden_paths, "hidden")?);
+    if let Some(ex) = &profile.read_all_except {
+        excluded.extend(abs(ex, "read_all_except")?);
+    }
+    Ok(excluded)
+}
+
 /// The directories the read allow-list is walked through (every ancestor of
 /// a path left out of reads): their entries get rules of their own, so an
 /// entry created or replaced there since the walk is not granted. A caller
 /// that caches the ruleset watches these directories' change times.
+/// A profile whose lists are invalid names none (its ruleset cannot be built).
 pub fn read_walk_dirs(profile: &ConfinementProfile) -> Vec<PathBuf> {
-    let mut excluded = strings(READ_PROTECTED);
-    excluded.extend(profile.hidden_paths.iter().map(PathBuf::from));
-    if let Some(ex) = &profile.read_all_except {
-        excluded.extend(ex.iter().map(PathBuf::from));
-    }
     let mut dirs: Vec<PathBuf> = Vec::new();
-    for p in &excluded {
+    for p in &read_excluded(profile).unwrap_or_default() {
         let mut cur = p.parent();
         while let Some(d) = cur {
             if !dirs.iter().any(|x| x == d) {
@@ -197,10 +200,10 @@ pub fn read_walk_dirs(profile: &ConfinementProfile) -> Vec<PathBuf> {
 /// sysward's own paths read-only and its secrets covered; a profile that
 /// must not reach systemd's or D-Bus's sockets finds their directories empty.
 pub fn shield_input(profile: &ConfinementProfile, extra: &Extra) -> Option<ShieldInput> {
-    let hides_buses = crate::buses::hides_system_buses(profile);
-    if !profile.can_write() && !hides_buses {
+    if !needs_mount_namespace(profile) {
         return None;
     }
+    let hides_buses = crate::buses::hides_system_buses(profile);
     let mut input = ShieldInput::default();
     if hides_buses {
         input.hide_dirs = crate::buses::SYSTEM_BUS_DIRS
@@ -220,6 +223,12 @@ pub fn shield_input(profile: &ConfinementProfile, extra: &Extra) -> Option<Shiel
         input.writable = profile.scratch_dir.iter().map(PathBuf::from).collect();
     }
     Some(input)
+}
+
+/// True when an action of `profile` runs in a mount namespace of its own
+/// (it can write, or must not reach the system buses).
+pub fn needs_mount_namespace(profile: &ConfinementProfile) -> bool {
+    profile.can_write() || crate::buses::hides_system_buses(profile)
 }
 
 /// The mount steps of [`shield_input`], or None when the profile needs no

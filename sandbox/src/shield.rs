@@ -65,8 +65,8 @@ impl CoverKind {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ShieldPlan {
     ops: Vec<(CoverKind, CString)>,
-    /// Protected paths that do not exist: a name cannot be covered before it
-    /// exists (the broker checks them after every write-capable action).
+    /// Protected or hidden paths that do not exist: a name cannot be covered
+    /// before it exists, so these stay unprotected (for diagnostics).
     missing: Vec<PathBuf>,
 }
 
@@ -136,7 +136,12 @@ impl ShieldPlan {
     /// orders the steps.
     pub fn new(input: &ShieldInput) -> Result<ShieldPlan, SandboxError> {
         let mut missing = Vec::new();
-        let mut resolve = |list: &[PathBuf], kind: CoverKind| -> Vec<(PathBuf, CoverKind, bool)> {
+        // A missing writable directory or bus directory leaves nothing
+        // unprotected: only protected and hidden paths are reported.
+        let mut resolve = |list: &[PathBuf],
+                           kind: CoverKind,
+                           report_missing: bool|
+         -> Vec<(PathBuf, CoverKind, bool)> {
             let mut out = Vec::new();
             for p in list {
                 match std::fs::canonicalize(p) {
@@ -145,7 +150,7 @@ impl ShieldPlan {
                         out.push((real, kind, is_dir));
                     }
                     Err(_) => {
-                        if kind != CoverKind::Writable && !missing.contains(p) {
+                        if report_missing && !missing.contains(p) {
                             missing.push(p.clone());
                         }
                     }
@@ -153,13 +158,13 @@ impl ShieldPlan {
             }
             out
         };
-        let mut wanted = resolve(&input.hidden, CoverKind::HideDir);
-        wanted.extend(resolve(&input.read_only, CoverKind::ReadOnly));
-        let buses: Vec<PathBuf> = resolve(&input.hide_dirs, CoverKind::HideDir)
+        let mut wanted = resolve(&input.hidden, CoverKind::HideDir, true);
+        wanted.extend(resolve(&input.read_only, CoverKind::ReadOnly, true));
+        let buses: Vec<PathBuf> = resolve(&input.hide_dirs, CoverKind::HideDir, false)
             .into_iter()
             .map(|b| b.0)
             .collect();
-        let writable = resolve(&input.writable, CoverKind::Writable);
+        let writable = resolve(&input.writable, CoverKind::Writable, false);
         // A hidden file is covered with /dev/null, a directory with a tmpfs.
         for w in wanted.iter_mut() {
             if w.1 == CoverKind::HideDir && !w.2 {
