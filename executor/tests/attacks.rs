@@ -903,24 +903,20 @@ fn case_no_network(t: &mut T) {
     );
     // The same no-network profile tells the truth about the host: its
     // interfaces and the listener this test opened.
-    let host_ifaces: Vec<String> = std::fs::read_to_string("/proc/net/dev")
-        .unwrap_or_default()
-        .lines()
-        .skip(2)
-        .filter_map(|l| l.split(':').next())
-        .map(|s| s.trim().to_string())
-        .collect();
+    // Interface names from /proc/net/dev (two header lines, then `name: …`).
+    let names = |dev: &str| -> Vec<String> {
+        dev.lines()
+            .skip(2)
+            .filter_map(|l| l.split(':').next())
+            .map(|s| s.trim().to_string())
+            .collect()
+    };
+    let host_ifaces = names(&std::fs::read_to_string("/proc/net/dev").unwrap_or_default());
     let r = spawn(
         &command(&["/bin/cat", "/proc/net/dev"], base_profile()),
         &Opts::default(),
     );
-    let ifaces: Vec<String> = r
-        .out()
-        .lines()
-        .skip(2)
-        .filter_map(|l| l.split(':').next())
-        .map(|s| s.trim().to_string())
-        .collect();
+    let ifaces = names(&r.out());
     t.check(
         ifaces == host_ifaces,
         format!("the host's interfaces: {ifaces:?} (host {host_ifaces:?})"),

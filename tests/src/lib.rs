@@ -273,6 +273,23 @@ pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<
     }
 }
 
+/// Runs the project's task files once in this process, through the real
+/// broker tree, with `op` as the operator.
+pub fn run_tasks(
+    ctx: &sysward_broker::session::BrokerContext,
+    op: &dyn sysward_broker::operator::Operator,
+) -> sysward_ipc::operator::SessionSummary {
+    sysward_broker::session::run_session(
+        ctx,
+        sysward_broker::session::SessionRequest {
+            mode: sysward_ipc::agent::SessionMode::Tasks { rerun: false },
+            dry_run: false,
+            operator: "test".into(),
+        },
+        op,
+    )
+}
+
 /// An operator for sessions run inside a test or bench process: records what
 /// it is told, never answers (so asks become pending approvals).
 pub struct Recorder {

@@ -553,15 +553,7 @@ fn the_hidden_bus_namespace_sees_later_host_mounts() {
     let ctx = sysward_broker::context::broker_context_with_binaries(layout, &bin_dir()).unwrap();
     let session = std::thread::spawn(move || {
         let op = Recorder::new();
-        let _ = sysward_broker::session::run_session(
-            &ctx,
-            sysward_broker::session::SessionRequest {
-                mode: sysward_ipc::agent::SessionMode::Tasks { rerun: false },
-                dry_run: false,
-                operator: "test".into(),
-            },
-            &op,
-        );
+        let _ = run_tasks(&ctx, &op);
     });
     // The first tool result reaches the model: the namespace exists now.
     server.wait_for_requests(2, Duration::from_secs(30));
