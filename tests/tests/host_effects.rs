@@ -50,6 +50,15 @@ struct Restore {
     users: Vec<&'static str>,
     groups: Vec<&'static str>,
     package: Option<&'static str>,
+    /// `/etc`'s entries before: the backups the broker writes beside an
+    /// edited file (`BACKUP_BEFORE_SYSTEM_EDIT`) are removed afterwards.
+    etc_before: Vec<std::ffi::OsString>,
+}
+
+fn etc_entries() -> Vec<std::ffi::OsString> {
+    std::fs::read_dir("/etc")
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default()
 }
 
 impl Restore {
@@ -68,6 +77,7 @@ impl Restore {
             users: Vec::new(),
             groups: Vec::new(),
             package: None,
+            etc_before: etc_entries(),
         }
     }
 }
@@ -84,6 +94,13 @@ impl Drop for Restore {
         for (path, bytes, mode) in &self.files {
             let _ = std::fs::write(path, bytes);
             let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(*mode));
+        }
+        for name in etc_entries() {
+            let backup = name.to_string_lossy().contains(".sysward.")
+                && name.to_string_lossy().contains(".bak");
+            if backup && !self.etc_before.contains(&name) {
+                let _ = std::fs::remove_file(Path::new("/etc").join(&name));
+            }
         }
         for p in self.paths.iter().rev() {
             let _ = std::fs::remove_file(p).or_else(|_| std::fs::remove_dir_all(p));
@@ -252,15 +269,7 @@ fn run_layout(test: &str, project: &Path) {
         inner: Recorder::new(),
         prompts: Mutex::new(Vec::new()),
     };
-    let _ = sysward_broker::session::run_session(
-        &ctx,
-        sysward_broker::session::SessionRequest {
-            mode: sysward_ipc::agent::SessionMode::Tasks { rerun: false },
-            dry_run: false,
-            operator: "test".into(),
-        },
-        &op,
-    );
+    let _ = run_tasks(&ctx, &op);
     drop(listener);
     let results: Vec<String> = (0..steps.len()).map(|i| result_of(&server, i)).collect();
     let ok = |i: usize| results[i].contains("status=\"ok\"");
@@ -451,15 +460,7 @@ fn an_approved_network_sysctl_reaches_the_brokers_namespace() {
             let layout = sysward_broker::project::Layout::standalone(&project).unwrap();
             let ctx = sysward_broker::context::broker_context_with_binaries(layout, &bin_dir()).unwrap();
             let op = Approver { inner: Recorder::new(), prompts: Mutex::new(Vec::new()) };
-            let _ = sysward_broker::session::run_session(
-                &ctx,
-                sysward_broker::session::SessionRequest {
-                    mode: sysward_ipc::agent::SessionMode::Tasks { rerun: false },
-                    dry_run: false,
-                    operator: "test".into(),
-                },
-                &op,
-            );
+            let _ = run_tasks(&ctx, &op);
             let value = std::fs::read_to_string("/proc/sys/net/ipv4/conf/all/rp_filter").unwrap();
             (value, result_of(&server, 0))
         }
