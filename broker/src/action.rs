@@ -99,6 +99,9 @@ struct CachedRuleset {
     stamp: Vec<Option<(i64, i64)>>,
     /// `Runner::write_actions` when the stamp was last found unchanged.
     checked_at: u64,
+    /// The host's mount table generation it was built in (a rule on a
+    /// directory mounted over since no longer applies beneath it).
+    mounts_generation: u64,
 }
 
 /// The change time of each directory (None: missing).
@@ -168,8 +171,9 @@ impl Runner {
             .lock()
             .map_err(|_| "the ruleset cache is poisoned".to_string())?;
         let writes_since = self.write_actions.load(std::sync::atomic::Ordering::SeqCst);
+        let mounts_generation = self.mounts.host_generation();
         if let Some(entry) = cache.get_mut(&key) {
-            if entry.made.elapsed() < RULESET_TTL {
+            if entry.made.elapsed() < RULESET_TTL && entry.mounts_generation == mounts_generation {
                 // A write action may have created or replaced entries in a
                 // directory the read walk names one by one (`sed -i
                 // /etc/hosts` makes a new inode): then it is walked again.
@@ -196,6 +200,7 @@ impl Runner {
                 walked,
                 stamp,
                 checked_at: writes_since,
+                mounts_generation,
             },
         );
         Ok(fd)

@@ -32,6 +32,8 @@ const TTL: Duration = Duration::from_secs(60);
 const CACHE_MAX: usize = 32;
 
 struct Prepared {
+    /// [`MountNamespaces::host_generation`] when it was made.
+    generation: u64,
     plan: Arc<ShieldPlan>,
     /// None when it could not be made here: each action builds its own.
     namespace: Option<(Arc<OwnedFd>, File)>,
@@ -40,15 +42,16 @@ struct Prepared {
 
 /// The broker's prepared mount namespaces.
 pub struct MountNamespaces {
-    /// The broker's own mount table, to notice host mounts.
-    host: Mutex<Option<File>>,
+    /// The broker's own mount table, to notice host mounts, and how many
+    /// changes of it were seen.
+    host: Mutex<(Option<File>, u64)>,
     cache: Mutex<HashMap<String, Prepared>>,
 }
 
 impl Default for MountNamespaces {
     fn default() -> Self {
         MountNamespaces {
-            host: Mutex::new(File::open("/proc/self/mountinfo").ok()),
+            host: Mutex::new((File::open("/proc/self/mountinfo").ok(), 0)),
             cache: Mutex::new(HashMap::new()),
         }
     }
@@ -100,6 +103,22 @@ fn make(plan: Arc<ShieldPlan>) -> Result<(Arc<OwnedFd>, File), String> {
 }
 
 impl MountNamespaces {
+    /// Counts the changes of the host's mount table seen so far (polls it
+    /// now). Whatever was prepared from an older count may name mount points
+    /// that moved: a prepared namespace misses a later mount, and a Landlock
+    /// rule on a directory that something was mounted over no longer applies
+    /// beneath it (Landlock ignores hidden mount points).
+    pub fn host_generation(&self) -> u64 {
+        let Ok(mut host) = self.host.lock() else {
+            return u64::MAX;
+        };
+        if host.0.as_ref().is_none_or(changed) {
+            host.1 += 1;
+            host.0 = File::open("/proc/self/mountinfo").ok();
+        }
+        host.1
+    }
+
     /// The mount namespace an action of `profile` runs in: None for the
     /// host's (a profile that cannot write and need not hide the buses).
     pub fn for_profile(
@@ -117,15 +136,12 @@ impl MountNamespaces {
             .cache
             .lock()
             .map_err(|_| "the mount namespace cache is poisoned".to_string())?;
-        if let Ok(mut host) = self.host.lock() {
-            if host.as_ref().is_none_or(changed) {
-                cache.clear();
-                *host = File::open("/proc/self/mountinfo").ok();
-            }
-        }
+        let generation = self.host_generation();
         let key = key(profile);
         let fresh = cache.get(&key).is_some_and(|p| {
-            p.made.elapsed() < TTL && p.namespace.as_ref().is_none_or(|(_, t)| !changed(t))
+            p.generation == generation
+                && p.made.elapsed() < TTL
+                && p.namespace.as_ref().is_none_or(|(_, t)| !changed(t))
         });
         if !fresh {
             // Only now: the input reads this program's own path and the plan
@@ -142,6 +158,7 @@ impl MountNamespaces {
             cache.insert(
                 key.clone(),
                 Prepared {
+                    generation,
                     plan,
                     namespace,
                     made: Instant::now(),
