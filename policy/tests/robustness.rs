@@ -326,3 +326,75 @@ fn dev_tcp_redirections_are_writes_outside_the_project() {
         assert!(d.verdict.is_deny(), "{s}: {d:?}");
     }
 }
+
+/// Decides `script` on its own thread and fails the test if no answer comes
+/// within `limit` (a looping parser would otherwise hang the whole run).
+fn decide_within(limit: Duration, script: &str) -> sysward_policy::Decision {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let owned = script.to_string();
+    std::thread::spawn(move || {
+        let d = engine().decide(
+            &Request::Shell {
+                script: &owned,
+                cwd: Path::new("/srv/agent/work"),
+            },
+            &LexicalPaths,
+        );
+        let _ = tx.send(d);
+    });
+    match rx.recv_timeout(limit) {
+        Ok(d) => d,
+        Err(_) => panic!("no decision within {limit:?} for {script:?}"),
+    }
+}
+
+#[test]
+fn here_documents_without_a_usable_delimiter_end() {
+    // Found by the property tests and a targeted search: brush-parser 0.4.0
+    // as released loops here, allocating until the kernel kills the process
+    // (the vendored copy in third_party/brush-parser carries the fix).
+    let looping = [
+        "echo $(cat <<  ",
+        "<<x$(  ",
+        "<<-$(( )",
+        "$(<<-\t<<<&}\t",
+        "<\t<<\"\"((#\" ",
+        "$( x-<<<<<- )$(",
+        "<<<\\<<<{$(( ((&\\cat ",
+        "apt-get do2>&1LD_PRELOAD=/x done cp /etc /dev/sdbsudo <<EOF\nrm -rf /\nEOF\n f()<< -c$( && >> tools/x ~ sudodo ",
+    ];
+    for s in looping {
+        let d = decide_within(Duration::from_secs(10), s);
+        assert_ne!(d.verdict, Verdict::Allow, "{s:?}: {d:?}");
+    }
+    // The tokenizer itself now ends with an error on the raw inputs, control
+    // characters included (the engine refuses those before parsing).
+    let opts = brush_parser::ParserOptions::default().tokenizer_options();
+    for s in looping
+        .iter()
+        .copied()
+        .chain(["<<\r ", "<<-\r ", "<<\u{c} "])
+    {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let owned = s.to_string();
+        let o = opts.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(brush_parser::uncached_tokenize_str(&owned, &o).is_ok());
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_secs(10)).is_ok(),
+            "tokenizer did not end on {s:?}"
+        );
+    }
+    // The legitimate here-documents next to them still parse and are allowed.
+    for s in [
+        "cat <<EOF > /srv/agent/work/notes\nhello\nEOF\n",
+        "cat << 'EOF' > /srv/agent/work/notes\n$HOME stays literal\nEOF",
+        "x=$(cat << EOF\nhello\nEOF\n)\necho \"$x\"",
+        "cat <<-EOF\n\tindented\n\tEOF\n",
+        "grep -c x <<< \"$(cat /srv/agent/work/notes)\"",
+    ] {
+        let d = decide_within(Duration::from_secs(10), s);
+        assert_eq!(d.verdict, Verdict::Allow, "{s:?}: {d:?}");
+    }
+}
