@@ -258,7 +258,9 @@ impl Gateway {
             );
         }
         let url = self.url_of(request.endpoint).clone();
-        let reply = match tokio::time::timeout(self.timeout, self.exchange(request, &url)).await {
+        let reply = match tokio::time::timeout(self.timeout, self.exchange_retrying(&request, &url))
+            .await
+        {
             Ok(reply) => reply,
             Err(_) => self.timed_out(&url),
         };
@@ -271,7 +273,29 @@ impl Gateway {
         }
     }
 
-    async fn exchange(&self, request: ModelRequest, url: &Url) -> ModelReply {
+    /// One exchange, repeated once on a fresh connection when the server
+    /// closed the connection before any answer: a restarted server leaves the
+    /// pooled keep-alive connection dead, and the first request on it fails
+    /// at once. The request never reached a model, so sending it again is safe.
+    async fn exchange_retrying(&self, request: &ModelRequest, url: &Url) -> ModelReply {
+        match self.exchange(request, url).await {
+            Exchanged::Reply(reply) => reply,
+            Exchanged::Closed(_) => match self.exchange(request, url).await {
+                Exchanged::Reply(reply) => reply,
+                Exchanged::Closed(detail) => failed(
+                    ModelFailure::Protocol,
+                    format!(
+                        "the model server at {} closed the connection before answering, twice, \
+                         the second time on a fresh connection ({detail}); it may be restarting \
+                         or crashing — check its log",
+                        self.target
+                    ),
+                ),
+            },
+        }
+    }
+
+    async fn exchange(&self, request: &ModelRequest, url: &Url) -> Exchanged {
         let method = match request.endpoint.method() {
             "POST" => Method::POST,
             _ => Method::GET,
@@ -288,11 +312,12 @@ impl Gateway {
         if method == Method::POST {
             rb = rb
                 .header(header::CONTENT_TYPE, "application/json")
-                .body(request.body);
+                .body(request.body.clone());
         }
         let mut resp = match rb.send().await {
             Ok(r) => r,
-            Err(e) => return self.classify(&e, url, false),
+            Err(e) if closed_before_answer(&e) => return Exchanged::Closed(chain(&e)),
+            Err(e) => return Exchanged::Reply(self.classify(&e, url, false)),
         };
         let status = resp.status().as_u16();
         let retry_after = resp
@@ -308,7 +333,7 @@ impl Gateway {
             .unwrap_or_default();
         if let Some(len) = resp.content_length() {
             if len > self.max_response {
-                return self.too_large(url, Some(len));
+                return Exchanged::Reply(self.too_large(url, Some(len)));
             }
         }
         let mut body = Vec::new();
@@ -316,20 +341,20 @@ impl Gateway {
             match resp.chunk().await {
                 Ok(Some(chunk)) => {
                     if (body.len() as u64).saturating_add(chunk.len() as u64) > self.max_response {
-                        return self.too_large(url, None);
+                        return Exchanged::Reply(self.too_large(url, None));
                     }
                     body.extend_from_slice(&chunk);
                 }
                 Ok(None) => break,
-                Err(e) => return self.classify(&e, url, true),
+                Err(e) => return Exchanged::Reply(self.classify(&e, url, true)),
             }
         }
-        ModelReply::Http {
+        Exchanged::Reply(ModelReply::Http {
             status,
             retry_after,
             content_type: scrub(&content_type, &self.key),
             body: scrub_bytes(body, &self.key),
-        }
+        })
     }
 
     fn timed_out(&self, url: &Url) -> ModelReply {
@@ -455,6 +480,27 @@ fn scrub_bytes(body: Vec<u8>, key: &str) -> Vec<u8> {
         }
     }
     out
+}
+
+/// What one exchange came to.
+enum Exchanged {
+    Reply(ModelReply),
+    /// The connection closed before a status line arrived (the detail).
+    Closed(String),
+}
+
+/// Whether the server closed (or reset) the connection before it sent any
+/// answer: hyper's "connection closed before message completed", a reset or
+/// a broken pipe while the request was written.
+fn closed_before_answer(e: &reqwest::Error) -> bool {
+    if e.is_timeout() || e.is_connect() {
+        return false;
+    }
+    let detail = chain(e).to_ascii_lowercase();
+    detail.contains("connection closed before message completed")
+        || has_io_kind(e, std::io::ErrorKind::ConnectionReset)
+        || has_io_kind(e, std::io::ErrorKind::BrokenPipe)
+        || has_io_kind(e, std::io::ErrorKind::UnexpectedEof)
 }
 
 fn failed(kind: ModelFailure, message: String) -> ModelReply {

@@ -471,3 +471,99 @@ fn an_ipv6_literal_api_url() {
         format!("[::1]:{}", server.port)
     );
 }
+
+/// Reads one request head (and a Content-Length body) off `conn`; false at EOF.
+fn read_one(conn: &mut std::net::TcpStream) -> bool {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        match conn.read(&mut byte) {
+            Ok(1) => buf.push(byte[0]),
+            _ => return false,
+        }
+    }
+    let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+    let len = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map(|v| v.trim().parse::<usize>().unwrap())
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    conn.read_exact(&mut body).is_ok()
+}
+
+const KEEP_ALIVE_OK: &[u8] =
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"data\":[]}";
+
+/// A server that answers the first request on a keep-alive connection, then
+/// drops that connection when the next request arrives on it (as a restarted
+/// server's dead socket does); `fresh` says how new connections are served.
+fn restarting_server(fresh_answers: bool) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let conns = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = conns.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let n = counter.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                if n == 0 {
+                    if read_one(&mut conn) {
+                        let _ = conn.write_all(KEEP_ALIVE_OK);
+                    }
+                    // The next request on this connection is never answered.
+                    let _ = read_one(&mut conn);
+                } else if fresh_answers {
+                    if read_one(&mut conn) {
+                        let _ = conn.write_all(KEEP_ALIVE_OK);
+                    }
+                } else {
+                    let _ = read_one(&mut conn);
+                }
+                let _ = conn.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    });
+    (port, conns)
+}
+
+#[test]
+fn a_restarted_server_is_asked_again_on_a_fresh_connection() {
+    let (port, conns) = restarting_server(true);
+    let mut s = Session::start(setup_for(port));
+    for round in 0..2 {
+        let (status, _, _, body) = http(s.forward(ModelRequest::new(
+            ModelEndpoint::ChatCompletions,
+            CHAT.as_bytes().to_vec(),
+            false,
+        )));
+        assert_eq!(status, 200, "round {round}");
+        assert_eq!(body, b"{\"data\":[]}");
+    }
+    // The first connection served round 0 and died on round 1; round 1 was
+    // answered on a second connection.
+    assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 2);
+    s.shutdown();
+}
+
+#[test]
+fn a_server_that_keeps_closing_is_reported_after_one_retry() {
+    let (port, conns) = restarting_server(false);
+    let mut s = Session::start(setup_for(port));
+    let (status, _, _, _) =
+        http(s.forward(ModelRequest::new(ModelEndpoint::Models, vec![], false)));
+    assert_eq!(status, 200);
+    let (kind, msg) = failed(&s.forward(ModelRequest::new(ModelEndpoint::Models, vec![], false)));
+    assert_eq!(kind, ModelFailure::Protocol, "{msg}");
+    assert!(
+        msg.contains("closed the connection before answering, twice"),
+        "{msg}"
+    );
+    // One retry, not more: the dead keep-alive connection and one fresh one.
+    assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 2);
+    s.shutdown();
+}
