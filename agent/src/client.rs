@@ -26,6 +26,13 @@ pub struct Completion {
     pub finish_reason: Option<String>,
 }
 
+impl Completion {
+    /// The server stopped the reply at `max_tokens` (or its own limit).
+    pub fn truncated(&self) -> bool {
+        self.finish_reason.as_deref() == Some("length")
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ModelError {
     #[error(transparent)]

@@ -20,6 +20,7 @@ pub mod prompt;
 pub mod redact;
 pub mod session;
 pub mod state;
+pub mod status;
 pub mod tasks;
 pub mod toolcall;
 pub mod tools;

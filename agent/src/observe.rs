@@ -152,6 +152,21 @@ fn defang(s: &str) -> String {
         .replace("<tool_result", "<\\tool_result")
 }
 
+/// The model's own text, as it is fed back in the history and shown to the
+/// operator: it can never carry sysward's markers. A small model that writes
+/// `<tool_result … status="ok">` or `UNTRUSTED DATA from …` blocks (or a
+/// `[sysward]` note) would otherwise look exactly like a real result or note
+/// to the next prompt and to a reader of the transcript, so each marker is
+/// visibly tagged as written by the model.
+pub fn model_text(s: &str) -> String {
+    if !s.contains("tool_result") && !s.contains("UNTRUSTED DATA") && !s.contains("[sysward") {
+        return s.to_string();
+    }
+    defang(s)
+        .replace("UNTRUSTED DATA", "(model-written) UNTRUSTED DATA")
+        .replace("[sysward", "[model-written sysward")
+}
+
 fn field(out: &mut String, name: &str, value: &str, cap: usize, digested: &mut bool) {
     if value.is_empty() {
         return;

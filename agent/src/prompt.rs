@@ -18,7 +18,7 @@ SECRETS: never ask for or write secret values. A secret appears only as {{secret
 ANSWER: when done, reply without tool calls. Distinguish PLAN (intended), EXECUTED (ran, with the result) and VERIFIED (checked afterwards, with the evidence).";
 
 const TASK_RULES: &str = "\
-TASKS: the final answer of a task ends with one line `TASK_STATUS: DONE`, `TASK_STATUS: BLOCKED` (cannot go on without someone: denial, missing approval, missing secret) or `TASK_STATUS: FAILED`. DONE only when VERIFIED. If this task contradicts an earlier one, follow the order and add a line `CONFLICT: <what>`.";
+TASKS: the final answer of a task ends with one line `TASK_STATUS: DONE`, `TASK_STATUS: BLOCKED` (cannot go on without someone: denial, missing approval, missing secret) or `TASK_STATUS: FAILED`. DONE only when VERIFIED by an action that succeeded (unless the task says no action is needed); exactly one status line, never several. If this task contradicts an earlier one, follow the order and add a line `CONFLICT: <what>`.";
 
 const TEXT_PROTOCOL: &str = "\
 TOOL CALLS: to call a tool, write a block exactly like this (one JSON object per block; several blocks allowed; nothing else is executed):

@@ -237,11 +237,35 @@ impl Session {
         Ok(())
     }
 
-    fn chat_body(&self, system: &str, msgs: &[Msg], with_tools: bool) -> Value {
+    /// The `max_tokens` of a conversation request: `MAX_REPLY_TOKENS`, else
+    /// an eighth of the context (256 to 4096), else 1024. Without it, small
+    /// servers generate until the context is full (a minute or more a reply).
+    pub fn reply_tokens(&self) -> u32 {
+        if let Some(n) = self.setup.model.max_reply_tokens {
+            return n;
+        }
+        match self.context_size {
+            Some(ctx) => (ctx / 8).clamp(256, 4096) as u32,
+            None => 1024,
+        }
+    }
+
+    /// The `max_tokens` of a compaction request: the summary has eight
+    /// sections, so twice a reply, but never more than a third of the context.
+    pub fn summary_tokens(&self) -> u32 {
+        let twice = self.reply_tokens().saturating_mul(2);
+        match self.context_size {
+            Some(ctx) => twice.min((ctx / 3).max(256) as u32),
+            None => twice,
+        }
+    }
+
+    fn chat_body(&self, system: &str, msgs: &[Msg], with_tools: bool, max_tokens: u32) -> Value {
         let mut body = json!({
             "model": self.setup.model.model,
             "messages": conversation::render(system, msgs, self.native),
             "stream": self.client.stream,
+            "max_tokens": max_tokens,
         });
         if self.client.stream {
             body["stream_options"] = json!({"include_usage": true});
@@ -259,7 +283,7 @@ impl Session {
         let mut compacted_retry = false;
         loop {
             let system = self.system_prompt();
-            let body = self.chat_body(&system, &self.msgs, true);
+            let body = self.chat_body(&system, &self.msgs, true, self.reply_tokens());
             let bytes = self.request_bytes();
             match self.client.chat(&mut self.link, &body) {
                 Ok(c) => {
@@ -269,10 +293,6 @@ impl Session {
                             prompt_tokens: p,
                             completion_tokens: c.completion_tokens.unwrap_or(0),
                         })?;
-                    }
-                    if c.finish_reason.as_deref() == Some("length") {
-                        self.link
-                            .warn("the model's reply was cut at its output limit")?;
                     }
                     return Ok(c);
                 }
@@ -383,7 +403,7 @@ impl Session {
         let n_chunks = chunks.len();
         for (i, chunk) in chunks.into_iter().enumerate() {
             let user = context::summary_user(&summary, if i == 0 { &journal } else { "" }, &chunk);
-            let body = self.chat_body(&system, &[Msg::user(user)], false);
+            let body = self.chat_body(&system, &[Msg::user(user)], false, self.summary_tokens());
             let c = match self.client.chat(&mut self.link, &body) {
                 Ok(c) => c,
                 Err(ModelError::Stop(s)) => return Err(s.into()),
@@ -392,6 +412,13 @@ impl Session {
                     return Ok(false);
                 }
             };
+            if c.truncated() {
+                self.link.warn(format!(
+                    "context compaction failed: the summary was cut at {} tokens (max_tokens); old tool outputs will be trimmed instead",
+                    self.summary_tokens()
+                ))?;
+                return Ok(false);
+            }
             let text = strip_think(&c.content);
             if let Err(missing) = context::summary_valid(&text) {
                 self.link.warn(format!(

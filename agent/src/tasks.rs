@@ -2,17 +2,8 @@
 
 use crate::link::Stop;
 use crate::session::{Session, SessionEnd, TurnError};
-use crate::turn::{conflicts, task_status, TurnEnd};
+use crate::turn::{conflicts, TurnEnd};
 use sysward_ipc::agent::{AgentEvent, TaskOutcome, TaskSpec, TaskStatus};
-
-fn status_of(word: Option<&str>) -> TaskStatus {
-    match word {
-        Some("DONE") => TaskStatus::Done,
-        Some("BLOCKED") => TaskStatus::Blocked,
-        // A missing status line after one reminder is not success.
-        _ => TaskStatus::Failed,
-    }
-}
 
 fn clip(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
@@ -57,9 +48,17 @@ pub fn run_tasks(s: &mut Session, rerun: bool) -> Result<SessionEnd, Stop> {
         let steps_before = s.step_observations.len();
         let result = s.run_turn(&task_message(t), Some(&t.name));
         let (status, summary, steps, conf, stop) = match result {
-            Ok(TurnEnd::Answer { text, steps }) => {
-                let st = status_of(task_status(&text));
-                (st, text.clone(), steps, conflicts(&text), None)
+            Ok(TurnEnd::Answer {
+                text,
+                steps,
+                status,
+            }) => {
+                let (st, why) = status.unwrap_or((TaskStatus::Failed, None));
+                let summary = match why {
+                    Some(why) => format!("FAILED: {why}. The model's answer: {text}"),
+                    None => text.clone(),
+                };
+                (st, summary, steps, conflicts(&text), None)
             }
             Ok(TurnEnd::Incomplete { steps, last_text }) => (
                 TaskStatus::Incomplete,

@@ -7,6 +7,7 @@ use crate::link::Stop;
 use crate::memory;
 use crate::observe::{self, Budget};
 use crate::session::{Session, TurnError};
+use crate::status;
 use crate::toolcall::{self, strip_think};
 use crate::tools::{self, ToolMeta};
 use serde_json::{Map, Value};
@@ -14,7 +15,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::time::Instant;
-use sysward_ipc::agent::{AgentEvent, ToolRequest, ToolResult, ToolStatus};
+use sysward_ipc::agent::{AgentEvent, TaskStatus, ToolRequest, ToolResult, ToolStatus};
 
 /// Step at which the model is asked whether it has enough evidence.
 pub const CHECKPOINT_STEP: u32 = 6;
@@ -23,13 +24,21 @@ pub const LOOP_WARN: u32 = 3;
 pub const LOOP_BLOCK: u32 = 5;
 /// Calls run from one model reply; more are refused.
 pub const MAX_CALLS_PER_STEP: usize = 16;
+/// Characters of a truncated reply kept in the history.
+pub const TRUNCATED_KEEP: usize = 1500;
 /// Largest arguments of one call (the seed's 40 MiB, less the frame overhead).
 pub const TOOL_ARGS_MAX: usize = (40 << 20) - (64 << 10);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TurnEnd {
-    /// A reply without tool calls.
-    Answer { text: String, steps: u32 },
+    /// A reply without tool calls. In a task, `status` is the judged status
+    /// (see [`crate::status`]) and, when it is FAILED for want of a believable
+    /// status, why.
+    Answer {
+        text: String,
+        steps: u32,
+        status: Option<(TaskStatus, Option<&'static str>)>,
+    },
     /// The step budget ran out while the model still wanted tools.
     Incomplete { steps: u32, last_text: String },
     /// The loop guard stopped it.
@@ -135,30 +144,6 @@ impl LoopGuard {
     }
 }
 
-/// The last `TASK_STATUS:` line of an answer.
-pub fn task_status(text: &str) -> Option<&'static str> {
-    text.lines().rev().find_map(|l| {
-        let t = l
-            .trim()
-            .trim_matches(|c: char| c == '*' || c == '`' || c == '_' || c == '#' || c == ' ');
-        let up = t.to_ascii_uppercase();
-        let rest = up
-            .strip_prefix("TASK_STATUS")?
-            .trim_start_matches([' ', ':', '*'])
-            .trim();
-        let word: String = rest
-            .chars()
-            .take_while(|c| c.is_ascii_alphabetic())
-            .collect();
-        match word.as_str() {
-            "DONE" => Some("DONE"),
-            "BLOCKED" => Some("BLOCKED"),
-            "FAILED" => Some("FAILED"),
-            _ => None,
-        }
-    })
-}
-
 /// `CONFLICT:` lines of an answer.
 pub fn conflicts(text: &str) -> Vec<String> {
     text.lines()
@@ -195,6 +180,8 @@ impl Session {
         let mut budget = Budget::new(self.opts_per_step, self.opts_per_task);
         let mut consecutive_failures = 0u32;
         let mut status_asked = false;
+        // Actions of this turn whose result was ok: the evidence behind DONE.
+        let mut successes = 0u32;
         let mut step = 0u32;
         loop {
             step += 1;
@@ -205,8 +192,43 @@ impl Session {
             })?;
             self.maybe_compact()?;
             let c = self.complete()?;
+            if c.truncated() {
+                // A reply cut at max_tokens is neither run nor believed: its
+                // last call may be cut mid-argument and its answer mid-word.
+                // Only its head stays in the history, marked.
+                let limit = self.reply_tokens();
+                let head = crate::link::clip_text(&strip_think(&c.content), TRUNCATED_KEEP);
+                self.link.warn(format!(
+                    "the model's reply was cut at {limit} tokens (max_tokens; MAX_REPLY_TOKENS in init.conf) and was not used; asking for a shorter one"
+                ))?;
+                self.state
+                    .journal("truncated", &format!("reply cut at {limit} tokens"));
+                self.msgs.push(Msg::assistant(
+                    format!(
+                        "{head}\n[sysward: this reply was cut at the output limit and discarded]"
+                    ),
+                    Vec::new(),
+                ));
+                self.msgs.push(Msg::results(format!(
+                    "[sysward] Your last reply was cut at the output limit ({limit} tokens) and nothing in it was used. Reply again, shorter: one tool call, or a brief final answer."
+                )));
+                if step >= max {
+                    return Ok(TurnEnd::Incomplete {
+                        steps: step,
+                        last_text: String::new(),
+                    });
+                }
+                continue;
+            }
             let content = strip_think(&c.content);
             let parsed = toolcall::parse(&content);
+            // Calls were read from the raw text; what is kept and shown is the
+            // model's text with sysward's markers tagged.
+            let content = observe::model_text(&content);
+            let parsed = toolcall::Parsed {
+                text: observe::model_text(&parsed.text),
+                ..parsed
+            };
             let (pending, errors, shown, native_calls) = if !c.calls.is_empty() {
                 let mut calls: Vec<Call> = Vec::new();
                 for k in &c.calls {
@@ -264,20 +286,38 @@ impl Session {
 
             if pending.is_empty() && errors.is_empty() {
                 // Final answer.
-                if let Some(_t) = task {
-                    if task_status(&shown).is_none() && !status_asked {
-                        status_asked = true;
-                        self.msgs.push(Msg::results(
-                            "[sysward] Your final answer must end with one line: TASK_STATUS: DONE, TASK_STATUS: BLOCKED or TASK_STATUS: FAILED. Give the final answer again with that line.",
-                        ));
-                        step -= 1; // asking for the status line is not a working step
-                        continue;
+                let mut judged = None;
+                if task.is_some() {
+                    match status::judge(&shown, successes, input) {
+                        Ok(st) => judged = Some((st, None)),
+                        Err(problem) if !status_asked => {
+                            status_asked = true;
+                            // The operator sees what the model said before
+                            // it is asked to restate.
+                            if !shown.trim().is_empty() {
+                                self.link
+                                    .event(AgentEvent::Info(format!("model: {shown}")))?;
+                            }
+                            self.link.warn(format!(
+                                "status not accepted ({}): asking the model once to restate",
+                                problem.failure_reason().split(',').next().unwrap_or("")
+                            ))?;
+                            self.msgs.push(Msg::results(problem.restate_prompt()));
+                            step -= 1; // asking for the status is not a working step
+                            continue;
+                        }
+                        Err(problem) => {
+                            let why = problem.failure_reason();
+                            self.state.journal("status", why);
+                            judged = Some((TaskStatus::Failed, Some(why)));
+                        }
                     }
                 }
                 self.link.event(AgentEvent::Answer(shown.clone()))?;
                 return Ok(TurnEnd::Answer {
                     text: shown,
                     steps: step,
+                    status: judged,
                 });
             }
             if !shown.is_empty() {
@@ -332,6 +372,7 @@ impl Session {
                 done.push(d);
             }
             self.step_observations.push(step_chars);
+            successes += done.iter().filter(|d| !d.failed).count() as u32;
 
             // Notes for the next step.
             let mut notes: Vec<String> = errors

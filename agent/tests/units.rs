@@ -9,9 +9,10 @@ use sysward_agent::memory;
 use sysward_agent::observe::{self, analyze_output};
 use sysward_agent::redact::{redact, MASK};
 use sysward_agent::state::{rfc3339, ContextFile, RecentMsg};
+use sysward_agent::status::{asks_for_no_action, judge, read_status, Problem, Reading};
 use sysward_agent::toolcall::{parse, strip_think};
 use sysward_agent::tools::{self, check_args, find, TOOLS};
-use sysward_agent::turn::{conflicts, task_status, LoopGuard, Verdict};
+use sysward_agent::turn::{conflicts, LoopGuard, Verdict};
 use sysward_ipc::agent::{ToolResult, ToolStatus};
 
 // ---------- toolcall ----------
@@ -761,19 +762,79 @@ fn recorded_server_shapes_errors_classify() {
 
 #[test]
 fn task_status_and_conflicts() {
-    assert_eq!(task_status("all good\nTASK_STATUS: DONE"), Some("DONE"));
-    assert_eq!(task_status("**TASK_STATUS: BLOCKED**"), Some("BLOCKED"));
+    use sysward_ipc::agent::TaskStatus as S;
     assert_eq!(
-        task_status("TASK_STATUS: DONE\nlater\nTASK_STATUS: FAILED"),
-        Some("FAILED")
+        read_status("all good\nTASK_STATUS: DONE"),
+        Reading::One(S::Done)
     );
-    assert_eq!(task_status("task_status:done"), Some("DONE"));
-    assert_eq!(task_status("no status"), None);
-    assert_eq!(task_status("TASK_STATUS: DONEISH"), None);
+    assert_eq!(
+        read_status("**TASK_STATUS: BLOCKED**"),
+        Reading::One(S::Blocked)
+    );
+    assert_eq!(read_status("task_status:done"), Reading::One(S::Done));
+    assert_eq!(
+        read_status("x\n`TASK_STATUS: FAILED`."),
+        Reading::One(S::Failed)
+    );
+    assert_eq!(read_status("no status"), Reading::Missing);
+    // Not one clean status: unclear, never the last or first one.
+    assert_eq!(read_status("TASK_STATUS: DONEISH"), Reading::Unclear);
+    assert_eq!(
+        read_status("TASK_STATUS: DONE\nlater\nTASK_STATUS: FAILED"),
+        Reading::Unclear
+    );
+    assert_eq!(
+        read_status("TASK_STATUS: DONE\nTASK_STATUS: DONE"),
+        Reading::Unclear
+    );
+    // The reminder echoed back, as SmolLM2 did against llama-cpp-python.
+    assert_eq!(
+        read_status("TASK_STATUS: DONE, TASK_STATUS: BLOCKED or TASK_STATUS: FAILED"),
+        Reading::Unclear
+    );
+    assert_eq!(
+        read_status("I will end with TASK_STATUS: DONE when finished.\nTASK_STATUS: DONE"),
+        Reading::Unclear
+    );
     assert_eq!(
         conflicts("x\nCONFLICT: task 02 re-enables what 01 disabled\n- CONFLICT: two"),
         vec!["task 02 re-enables what 01 disabled", "two"]
     );
+}
+
+#[test]
+fn done_needs_a_successful_action_unless_the_task_asks_for_none() {
+    use sysward_ipc::agent::TaskStatus as S;
+    let task = "TASK 01-report:\nReport the kernel version and disk usage.";
+    assert_eq!(
+        judge("Kernel 6.1.\nTASK_STATUS: DONE", 1, task),
+        Ok(S::Done)
+    );
+    assert_eq!(
+        judge("Kernel 6.1.\nTASK_STATUS: DONE", 0, task),
+        Err(Problem::DoneWithoutEvidence)
+    );
+    // BLOCKED and FAILED need no evidence.
+    assert_eq!(
+        judge("denied\nTASK_STATUS: BLOCKED", 0, task),
+        Ok(S::Blocked)
+    );
+    assert_eq!(judge("no\nTASK_STATUS: FAILED", 0, task), Ok(S::Failed));
+    // A task whose text says it needs no action may be DONE without one.
+    let talk =
+        "TASK 02-explain:\nExplain what a umask is. No action is needed; do not run commands.";
+    assert!(asks_for_no_action(talk));
+    assert!(!asks_for_no_action(task));
+    assert_eq!(judge("A umask…\nTASK_STATUS: DONE", 0, talk), Ok(S::Done));
+    assert_eq!(
+        judge(
+            "TASK_STATUS: DONE, TASK_STATUS: BLOCKED or TASK_STATUS: FAILED",
+            3,
+            task
+        ),
+        Err(Problem::Unclear)
+    );
+    assert_eq!(judge("all fine", 3, task), Err(Problem::Missing));
 }
 
 #[test]

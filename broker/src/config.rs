@@ -106,6 +106,8 @@ pub struct InitConf {
     pub context_size: Option<u64>,
     pub request_timeout_secs: u32,
     pub tool_calling: ToolCalling,
+    /// Largest reply asked of the model (`max_tokens`); None: sized from the context.
+    pub max_reply_tokens: Option<u32>,
     pub search_url: Option<String>,
     pub agent_user: String,
     pub model_user: String,
@@ -152,6 +154,7 @@ pub fn parse(text: &str) -> Result<(InitConf, Vec<String>), ConfigError> {
         context_size: None,
         request_timeout_secs: 300,
         tool_calling: ToolCalling::Auto,
+        max_reply_tokens: None,
         search_url: None,
         agent_user: DEFAULT_AGENT_USER.to_string(),
         model_user: DEFAULT_MODEL_USER.to_string(),
@@ -163,6 +166,7 @@ pub fn parse(text: &str) -> Result<(InitConf, Vec<String>), ConfigError> {
         "CONTEXT_SIZE",
         "REQUEST_TIMEOUT",
         "TOOL_CALLING",
+        "MAX_REPLY_TOKENS",
         "SEARCH_URL",
         "AGENT_USER",
         "MODEL_USER",
@@ -223,6 +227,15 @@ pub fn parse(text: &str) -> Result<(InitConf, Vec<String>), ConfigError> {
                     "json" => ToolCalling::Json,
                     _ => return Err(invalid("auto, native or json")),
                 }
+            }
+            "MAX_REPLY_TOKENS" => {
+                let n: u32 = value
+                    .parse()
+                    .map_err(|_| invalid("a number of tokens between 16 and 1048576"))?;
+                if !(16..=1 << 20).contains(&n) {
+                    return Err(invalid("a number of tokens between 16 and 1048576"));
+                }
+                conf.max_reply_tokens = Some(n);
             }
             "SEARCH_URL" => conf.search_url = (!value.is_empty()).then_some(value),
             "AGENT_USER" => conf.agent_user = value,

@@ -261,6 +261,7 @@ impl<'a> Session<'a> {
                 context_size: project.conf.context_size,
                 request_timeout_secs: project.conf.request_timeout_secs,
                 tool_calling: project.conf.tool_calling,
+                max_reply_tokens: project.conf.max_reply_tokens,
                 api_display: format!(
                     "{} (key {})",
                     project.conf.api_url.raw,

@@ -30,6 +30,8 @@ pub struct ModelSettings {
     pub context_size: Option<u64>,
     pub request_timeout_secs: u32,
     pub tool_calling: ToolCalling,
+    /// `MAX_REPLY_TOKENS`; None means sized from the context.
+    pub max_reply_tokens: Option<u32>,
     /// `API_URL` with the key masked, for `/status` only.
     pub api_display: String,
 }

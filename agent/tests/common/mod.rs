@@ -143,12 +143,17 @@ pub fn setup(mode: SessionMode, tasks: Vec<TaskSpec>) -> SessionSetup {
             context_size: Some(32768),
             request_timeout_secs: 300,
             tool_calling: ToolCalling::Auto,
+            max_reply_tokens: None,
             api_display: "http://127.0.0.1:8080/v1".into(),
         },
         tasks,
         warnings: vec![],
     }
 }
+
+/// A task text that says no action is needed: its DONE is believed without a
+/// successful action (tests of plumbing, not of evidence).
+pub const NO_ACTION: &str = "Answer from memory; no action is needed.";
 
 pub fn task(name: &str, content: &str) -> TaskSpec {
     TaskSpec {
