@@ -144,6 +144,7 @@ model="$target/release/sysward-scripted-model"
 [ -x "$model" ] || cargo build --release --quiet -p sysward-scripted-model
 cat > "$work/scenario.json" <<'JSON'
 {"description": "package test: one read-only action, then DONE",
+ "model": "scripted",
  "steps": [
   {"tool_calls": [{"name": "exec", "arguments": {"command": "uname", "args": ["-r"]}}]},
   {"expect": {"role_of_last": "tool"},

@@ -117,7 +117,15 @@ fn is_tools_error(status: u16, text: &str) -> bool {
 pub fn http_error(status: u16, endpoint: ModelEndpoint, body: &[u8]) -> ModelError {
     let text = error_text(body);
     if is_context_error(status, &text, body) {
-        return ModelError::ContextExceeded(format!("HTTP {status}: {text}"));
+        // The size a server states only in its JSON (llama-server's n_ctx)
+        // rides in the message, where the session reads it back.
+        let stated = match context_from_error(&text, body) {
+            Some(n) if context_from_error(&text, b"").is_none() => {
+                format!(" (the server's context: {n} tokens)")
+            }
+            _ => String::new(),
+        };
+        return ModelError::ContextExceeded(format!("HTTP {status}: {text}{stated}"));
     }
     if endpoint == ModelEndpoint::ChatCompletions && is_tools_error(status, &text) {
         return ModelError::ToolsUnsupported(format!("HTTP {status}: {text}"));
@@ -358,6 +366,7 @@ pub fn context_from_models(v: &Value, model: &str) -> (Option<u64>, Option<u64>)
         .get("max_model_len")
         .or_else(|| m.get("context_length"))
         .or_else(|| m.get("context_window"))
+        .or_else(|| m.get("meta").and_then(|x| x.get("n_ctx")))
         .and_then(Value::as_u64)
         .filter(|n| *n > 0);
     let train = m
@@ -375,6 +384,66 @@ pub fn context_from_props(v: &Value) -> Option<u64> {
         .or_else(|| v.get("n_ctx"))
         .and_then(Value::as_u64)
         .filter(|n| *n > 0)
+}
+
+/// Whether llama.cpp's `GET /props` says the chat template can render tools
+/// (`chat_template_caps.supports_tools`); None when it does not say.
+pub fn tools_from_props(v: &Value) -> Option<bool> {
+    v.get("chat_template_caps")
+        .and_then(|c| c.get("supports_tools"))
+        .and_then(Value::as_bool)
+}
+
+/// The context size a server states in its overflow error, when it states
+/// one: llama-cpp-python "exceed context window of 2048", llama-server
+/// `"n_ctx": 4096`, vLLM and OpenAI "maximum context length is 8192 tokens".
+pub fn context_from_error(text: &str, body: &[u8]) -> Option<u64> {
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        let n = v
+            .get("error")
+            .and_then(|e| e.get("n_ctx"))
+            .or_else(|| v.get("n_ctx"))
+            .and_then(Value::as_u64);
+        if let Some(n) = n.filter(|n| *n > 0) {
+            return Some(n);
+        }
+    }
+    let low = text.to_ascii_lowercase();
+    for marker in [
+        "the server's context:",
+        "context window of",
+        "maximum context length is",
+        "context length is",
+        "context size of",
+        "context size (",
+        "n_ctx =",
+        "n_ctx:",
+    ] {
+        if let Some(i) = low.find(marker) {
+            let digits: String = low[i + marker.len()..]
+                .trim_start()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            if let Ok(n) = digits.parse::<u64>() {
+                if n > 0 {
+                    return Some(n);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// What the server says about itself at the start of a session.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerFacts {
+    /// Context size, when the server reports it.
+    pub context: Option<u64>,
+    /// From `/props`: whether the chat template renders tools.
+    pub supports_tools: Option<bool>,
+    /// Why the models list could not be read (for the warning), if it could not.
+    pub models_error: Option<String>,
 }
 
 /// The model client. `sleep` is injected so tests do not wait.
@@ -492,37 +561,77 @@ impl Client {
         })
     }
 
-    /// Context size from the server: `GET models`, then `GET /props`; `None`
-    /// (UNKNOWN) when neither says. Never invented.
-    pub fn discover_context(&mut self, link: &mut Link, model: &str) -> Result<Option<u64>, Stop> {
+    /// What the server reports: the context size from `GET models`, then
+    /// `GET /props` (never invented), and from `/props` whether its template
+    /// renders tools. `want_context` false skips the context (CONTEXT_SIZE
+    /// is set); `/props` is read when either is wanted.
+    pub fn discover(
+        &mut self,
+        link: &mut Link,
+        model: &str,
+        want_context: bool,
+        want_caps: bool,
+    ) -> Result<ServerFacts, Stop> {
+        let mut facts = ServerFacts::default();
         let mut train = None;
-        match self.request(link, ModelEndpoint::Models, Vec::new(), false) {
-            Ok(ok) => {
-                if let Ok(v) = serde_json::from_slice::<Value>(&ok.body) {
-                    let (direct, t) = context_from_models(&v, model);
-                    if direct.is_some() {
-                        return Ok(direct);
-                    }
-                    train = t;
-                }
-            }
-            Err(ModelError::Stop(s)) => return Err(s),
-            Err(e) => link.warn(format!(
-                "could not query model server for its context size: {e}"
-            ))?,
-        }
-        match self.request(link, ModelEndpoint::Props, Vec::new(), false) {
-            Ok(ok) => {
-                if let Ok(v) = serde_json::from_slice::<Value>(&ok.body) {
-                    if let Some(n) = context_from_props(&v) {
-                        return Ok(Some(n));
+        if want_context {
+            match self.request_once(link, ModelEndpoint::Models) {
+                Ok(ok) => {
+                    if let Ok(v) = serde_json::from_slice::<Value>(&ok.body) {
+                        let (direct, t) = context_from_models(&v, model);
+                        facts.context = direct;
+                        train = t;
                     }
                 }
+                Err(ModelError::Stop(s)) => return Err(s),
+                Err(e) => facts.models_error = Some(e.to_string()),
             }
-            Err(ModelError::Stop(s)) => return Err(s),
-            Err(_) => {}
         }
-        Ok(train)
+        let need_props = want_caps || (want_context && facts.context.is_none());
+        // A server that did not answer `models` will not answer `/props`.
+        if need_props && facts.models_error.is_none() {
+            match self.request_once(link, ModelEndpoint::Props) {
+                Ok(ok) => {
+                    if let Ok(v) = serde_json::from_slice::<Value>(&ok.body) {
+                        if want_context && facts.context.is_none() {
+                            facts.context = context_from_props(&v);
+                        }
+                        facts.supports_tools = tools_from_props(&v);
+                    }
+                }
+                Err(ModelError::Stop(s)) => return Err(s),
+                Err(_) => {}
+            }
+        }
+        if facts.context.is_none() {
+            facts.context = train;
+        }
+        Ok(facts)
+    }
+
+    /// One request without retries: discovery must not cost a down server
+    /// seven seconds of backoff per endpoint before the session can say so.
+    fn request_once(
+        &mut self,
+        link: &mut Link,
+        endpoint: ModelEndpoint,
+    ) -> Result<HttpOk, ModelError> {
+        match link.model(ModelRequest::new(endpoint, Vec::new(), false))? {
+            ModelReply::Http {
+                status,
+                content_type,
+                body,
+                ..
+            } if (200..300).contains(&status) => Ok(HttpOk { content_type, body }),
+            ModelReply::Http { status, body, .. } => Err(http_error(status, endpoint, &body)),
+            ModelReply::Failed {
+                kind: ModelFailure::Cancelled,
+                ..
+            } => Err(ModelError::Stop(Stop::Cancelled)),
+            ModelReply::Failed { kind, message } => {
+                Err(ModelError::Failed(failure_text(kind, &message)))
+            }
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! One agent session: handshake, state, model calls, compaction, and the
 //! dispatch to tasks or CLI mode.
 
-use crate::client::{Client, Completion, ModelError};
+use crate::client::{self, Client, Completion, ModelError};
 use crate::context::{self, Estimator};
 use crate::conversation::{self, Msg, Role};
 use crate::link::{Link, Stop};
@@ -11,7 +11,12 @@ use crate::toolcall::strip_think;
 use crate::tools;
 use serde_json::{json, Value};
 use std::time::Duration;
-use sysward_ipc::agent::{AgentEvent, SessionMode, SessionSetup, StateFile, ToolCalling};
+use sysward_ipc::agent::{
+    AgentEvent, SessionMode, SessionSetup, StateFile, ToolCalling, ToolSchema,
+};
+
+/// Under this context size TOOL_SCHEMA=auto describes tools compactly.
+pub const COMPACT_BELOW: u64 = 8192;
 use sysward_ipc::Channel;
 
 /// Knobs of the harness (defaults suit production; tests shorten the sleeps).
@@ -100,6 +105,10 @@ pub struct Session {
     pub step_observations: Vec<usize>,
     pub redactions: u64,
     pub tools_json_bytes: usize,
+    /// Whether the first native reply was checked for a server that drops `tools`.
+    pub tools_checked: bool,
+    /// Compact rules and tool descriptions (TOOL_SCHEMA, or a small context).
+    pub compact: bool,
 }
 
 impl Session {
@@ -115,6 +124,7 @@ impl Session {
             summary: &self.state.summary,
             previous: &self.previous,
             context_size: self.context_size,
+            compact: self.compact,
         })
     }
 
@@ -271,18 +281,21 @@ impl Session {
             body["stream_options"] = json!({"include_usage": true});
         }
         if with_tools && self.native {
-            body["tools"] = tools::native_tools();
+            body["tools"] = tools::native_tools(self.compact, self.tasks_mode());
         }
         body
     }
 
     /// One model call for the conversation: switches to the text protocol when
-    /// the server rejects tools (auto), compacts and retries once when the
-    /// server says the context is exceeded.
+    /// the server rejects tools or silently drops them (auto), compacts and
+    /// retries once when the server says the context is exceeded (adopting
+    /// the size it states), and refuses to send a prompt whose fixed part
+    /// alone cannot fit the known context.
     pub fn complete(&mut self) -> Result<Completion, TurnError> {
         let mut compacted_retry = false;
         loop {
             let system = self.system_prompt();
+            self.check_fixed_prompt_fits(&system)?;
             let body = self.chat_body(&system, &self.msgs, true, self.reply_tokens());
             let bytes = self.request_bytes();
             match self.client.chat(&mut self.link, &body) {
@@ -293,6 +306,17 @@ impl Session {
                             prompt_tokens: p,
                             completion_tokens: c.completion_tokens.unwrap_or(0),
                         })?;
+                    }
+                    if self.native
+                        && !self.tools_checked
+                        && self.setup.model.tool_calling == ToolCalling::Auto
+                    {
+                        self.tools_checked = true;
+                        if let Some(p) = c.prompt_tokens {
+                            if self.tools_dropped(&body, p, bytes)? {
+                                continue;
+                            }
+                        }
                     }
                     return Ok(c);
                 }
@@ -313,6 +337,18 @@ impl Session {
                 }
                 Err(ModelError::ContextExceeded(msg)) if !compacted_retry => {
                     compacted_retry = true;
+                    if let Some(n) = client::context_from_error(&msg, msg.as_bytes()) {
+                        if self.context_size.is_none_or(|c| n < c) {
+                            self.context_size = Some(n);
+                            self.link.warn(format!(
+                                "the server states a context of {n} tokens: using it (set CONTEXT_SIZE={n} in init.conf to skip this)"
+                            ))?;
+                            self.state.journal(
+                                "warning",
+                                &format!("context adopted from the server: {n}"),
+                            );
+                        }
+                    }
                     self.link
                         .warn(format!("{msg}: compacting the context and retrying once"))?;
                     if !self.compact(true)? {
@@ -325,6 +361,79 @@ impl Session {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// Tokens of the part of every request that no compaction can shrink:
+    /// the system prompt, the tool schemas and the reply.
+    pub fn fixed_tokens(&self, system: &str) -> (u64, u64, u64) {
+        let tools = if self.native {
+            Estimator::raw(self.tools_json_bytes)
+        } else {
+            0
+        };
+        (
+            Estimator::raw(system.len()),
+            tools,
+            u64::from(self.reply_tokens()),
+        )
+    }
+
+    fn check_fixed_prompt_fits(&self, system: &str) -> Result<(), TurnError> {
+        let Some(ctx) = self.context_size else {
+            return Ok(());
+        };
+        let (sys, tools, reply) = self.fixed_tokens(system);
+        if sys + tools + reply <= ctx {
+            return Ok(());
+        }
+        Err(TurnError::Model(format!(
+            "the prompt needs ~{} tokens before any history (system prompt ~{sys}, tool schemas ~{tools}, reply {reply}); CONTEXT_SIZE is {ctx}: give the server a larger context (llama-server -c, --n_ctx), set TOOL_SCHEMA=compact or TOOL_CALLING=json, or shorten agent.md and memoria.md",
+            sys + tools + reply
+        )))
+    }
+
+    /// A server that accepts `tools` but never shows them to the model (a
+    /// chat template without tool support) answers as if there were none.
+    /// When the reported prompt is under half our estimate, the same
+    /// request is sent once without tools (one token of reply): if the prompt
+    /// did not grow by at least an eighth of the schemas' bytes, the tools
+    /// were dropped and the session switches to the text protocol.
+    fn tools_dropped(
+        &mut self,
+        body: &Value,
+        with_tools: u64,
+        bytes: usize,
+    ) -> Result<bool, TurnError> {
+        // Our estimate counts 3 bytes a token; real tokenizers take 3 to 5,
+        // so an honest prompt is 60 % or more of it. Below half, ask.
+        if (with_tools as f64) >= 0.5 * Estimator::raw(bytes) as f64 {
+            return Ok(false);
+        }
+        let mut probe = body.clone();
+        if let Some(o) = probe.as_object_mut() {
+            o.remove("tools");
+            o.insert("max_tokens".into(), json!(1));
+        }
+        let without = match self.client.chat(&mut self.link, &probe) {
+            Ok(c) => c.prompt_tokens,
+            Err(ModelError::Stop(s)) => return Err(s.into()),
+            Err(_) => None,
+        };
+        let Some(without) = without else {
+            return Ok(false);
+        };
+        let grew = with_tools.saturating_sub(without);
+        if grew >= (self.tools_json_bytes / 8) as u64 {
+            return Ok(false);
+        }
+        self.native = false;
+        self.link.warn(format!(
+            "the server accepted `tools` but ignored them ({with_tools} prompt tokens with the tool schemas, {without} without; the schemas alone are ~{} tokens): switching to the text tool protocol for the rest of the session",
+            Estimator::raw(self.tools_json_bytes)
+        ))?;
+        self.state
+            .journal("warning", "server ignores native tools: text protocol");
+        Ok(true)
     }
 
     /// Compacts when the estimate reaches 80 % (or 95 %: markers) of a known context.
@@ -496,7 +605,9 @@ pub fn run(chan: Channel, opts: Options) -> SessionEnd {
         call_seq: 0,
         step_observations: Vec::new(),
         redactions: 0,
-        tools_json_bytes: tools::native_tools().to_string().len(),
+        tools_json_bytes: 0,
+        tools_checked: false,
+        compact: false,
         setup,
     };
     let result = start(&mut s).and_then(|()| match s.setup.mode {
@@ -522,19 +633,46 @@ fn start(s: &mut Session) -> Result<(), Stop> {
     if corrupt {
         s.save_context()?;
     }
-    s.context_size = match s.setup.model.context_size.filter(|n| *n > 0) {
-        Some(n) => Some(n),
-        None => {
-            let model = s.setup.model.model.clone();
-            let n = s.client.discover_context(&mut s.link, &model)?;
-            if n.is_none() {
-                s.link.warn(
+    let configured = s.setup.model.context_size.filter(|n| *n > 0);
+    let want_caps = s.native && s.setup.model.tool_calling == ToolCalling::Auto;
+    let idle = s.tasks_mode() && s.setup.tasks.is_empty();
+    if (configured.is_none() || want_caps) && !idle {
+        let model = s.setup.model.model.clone();
+        let facts = s
+            .client
+            .discover(&mut s.link, &model, configured.is_none(), want_caps)?;
+        if configured.is_none() {
+            match (&facts.context, &facts.models_error) {
+                (Some(_), _) => {}
+                (None, Some(e)) => s.link.warn(format!(
+                    "context size UNKNOWN: the model server did not answer ({e}); set CONTEXT_SIZE in init.conf"
+                ))?,
+                (None, None) => s.link.warn(
                     "context size UNKNOWN: the server does not report it; set CONTEXT_SIZE in init.conf",
-                )?;
+                )?,
             }
-            n
+            s.context_size = facts.context;
         }
+        if want_caps && facts.supports_tools == Some(false) {
+            s.native = false;
+            s.link.warn(
+                "the server's chat template cannot render tools (/props: supports_tools false): using the text tool protocol",
+            )?;
+            s.state
+                .journal("warning", "template without tool support: text protocol");
+        }
+    }
+    if configured.is_some() {
+        s.context_size = configured;
+    }
+    s.compact = match s.setup.model.tool_schema {
+        ToolSchema::Compact => true,
+        ToolSchema::Full => false,
+        ToolSchema::Auto => s.context_size.is_some_and(|n| n < COMPACT_BELOW),
     };
+    s.tools_json_bytes = tools::native_tools(s.compact, s.tasks_mode())
+        .to_string()
+        .len();
     let mode = if s.tasks_mode() { "tasks" } else { "cli" };
     s.state.journal(
         "session",
@@ -543,7 +681,6 @@ fn start(s: &mut Session) -> Result<(), Stop> {
     // The previous session's messages must fit in ~20 % of the context. A
     // tasks run with nothing to do (every task DONE and unchanged) makes no
     // model call at all.
-    let idle = s.tasks_mode() && s.setup.tasks.is_empty();
     if let (Some(n), false) = (s.context_size, idle) {
         let prev: usize = s
             .previous

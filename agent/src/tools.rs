@@ -298,13 +298,50 @@ pub fn find(name: &str) -> Option<&'static ToolMeta> {
     TOOLS.iter().find(|t| t.name == name)
 }
 
-/// The native `tools` entry of one tool.
-pub fn native_schema(t: &ToolMeta) -> Value {
+/// The tools a compact prompt describes. The file tools left out (list_dir,
+/// stat, copy_file, move_file, mkdir, chmod, chown, append_file) have plain
+/// programs that do the same through `exec`, decided by the same policy;
+/// they are still accepted when a model calls them.
+const COMPACT_TOOLS: &[&str] = &[
+    "exec",
+    "shell",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "remove_file",
+    "system_info",
+    "find_program",
+    "remember",
+    "forget",
+    "ask_secret",
+];
+
+/// Whether a tool is described to the model in this session. A compact
+/// prompt keeps [`COMPACT_TOOLS`], and `ask_secret` only in the CLI (the
+/// one place it works).
+fn shown(t: &ToolMeta, compact: bool, tasks_mode: bool) -> bool {
+    !compact || (COMPACT_TOOLS.contains(&t.name) && !(tasks_mode && t.effect == Effect::Secret))
+}
+
+/// Optional parameters a compact schema still describes: without them the
+/// tool cannot do its common job.
+const COMPACT_OPTIONAL: &[&str] = &["args", "recursive", "entry", "replace", "mode"];
+
+/// Whether a parameter is described: compact schemas keep the required ones
+/// and those in [`COMPACT_OPTIONAL`]. The others (`reason`, `cwd`,
+/// `timeout_seconds`, `validate`, …) are still accepted when a model sends them.
+fn shown_param(p: &Param, compact: bool) -> bool {
+    !compact || p.required || COMPACT_OPTIONAL.contains(&p.name)
+}
+
+/// The native `tools` entry of one tool; `compact` drops the parameter
+/// descriptions.
+pub fn native_schema(t: &ToolMeta, compact: bool) -> Value {
     let mut props = Map::new();
     let mut required = Vec::new();
-    for p in t.params {
+    for p in t.params.iter().filter(|p| shown_param(p, compact)) {
         let mut s = p.ty.schema();
-        if !p.desc.is_empty() {
+        if !p.desc.is_empty() && !compact {
             if let Some(o) = s.as_object_mut() {
                 o.insert("description".into(), Value::String(p.desc.into()));
             }
@@ -323,18 +360,30 @@ pub fn native_schema(t: &ToolMeta) -> Value {
 }
 
 /// The `tools` array of a native request.
-pub fn native_tools() -> Value {
-    Value::Array(TOOLS.iter().map(native_schema).collect())
+pub fn native_tools(compact: bool, tasks_mode: bool) -> Value {
+    Value::Array(
+        TOOLS
+            .iter()
+            .filter(|t| shown(t, compact, tasks_mode))
+            .map(|t| native_schema(t, compact))
+            .collect(),
+    )
 }
 
-/// One line per tool for the text protocol: `name(arg*: type, …) — description`.
-pub fn text_description() -> String {
+/// One line per tool for the text protocol: `name(arg*: type, …) — description`;
+/// `compact` drops the parameter descriptions.
+pub fn text_description(compact: bool, tasks_mode: bool) -> String {
     let mut out = String::new();
-    for t in TOOLS {
+    for t in TOOLS.iter().filter(|t| shown(t, compact, tasks_mode)) {
         out.push_str("- ");
         out.push_str(t.name);
         out.push('(');
-        for (i, p) in t.params.iter().enumerate() {
+        let params: Vec<&Param> = t
+            .params
+            .iter()
+            .filter(|p| shown_param(p, compact))
+            .collect();
+        for (i, p) in params.iter().enumerate() {
             if i > 0 {
                 out.push_str(", ");
             }
@@ -344,7 +393,7 @@ pub fn text_description() -> String {
             }
             out.push_str(": ");
             out.push_str(p.ty.text());
-            if !p.desc.is_empty() {
+            if !p.desc.is_empty() && !compact {
                 out.push_str(" (");
                 out.push_str(p.desc);
                 out.push(')');

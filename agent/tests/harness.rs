@@ -261,7 +261,10 @@ fn blocked_task_does_not_stop_the_next_and_conflicts_are_recorded() {
 #[test]
 fn text_protocol_fallback_when_the_server_rejects_tools() {
     let mut n = 0;
-    let model: ModelFn = Box::new(move |_req, body| {
+    let model: ModelFn = Box::new(move |req, body| {
+        if req.endpoint != sysward_ipc::model::ModelEndpoint::ChatCompletions {
+            return http(404, json!({"error":"not found"}));
+        }
         if body.get("tools").is_some() {
             return http(
                 500,
@@ -650,6 +653,181 @@ fn context_size_from_models_then_props_else_unknown() {
     assert!(rec.warnings().iter().any(|w| w.contains("UNKNOWN")));
 }
 
+#[test]
+fn llama_server_models_meta_n_ctx_is_the_context() {
+    // llama-server's /v1/models carries the runtime n_ctx beside n_ctx_train.
+    let (n, _) = discovery(
+        json!({"object":"list","data":[{"id":"qwen3","meta":{"n_ctx_train":8192,"n_ctx":2048}}]}),
+        None,
+    );
+    assert_eq!(n, Some(2048));
+}
+
+#[test]
+fn a_server_down_at_start_is_said_once_without_backoff() {
+    let mut s = tasks_setup(vec![task("01.md", "Report the kernel.")]);
+    s.model.context_size = None;
+    let down = || sysward_ipc::model::ModelReply::Failed {
+        kind: sysward_ipc::model::ModelFailure::Connect,
+        message: "connection refused".into(),
+    };
+    let model: ModelFn = Box::new(move |_req, _| down());
+    let slept = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u64>::new()));
+    let s2 = slept.clone();
+    let (end, rec) = Fake::new(s, model).run_with(sysward_agent::Options {
+        sleep: Box::new(move |d| s2.lock().unwrap().push(d.as_secs())),
+        ..Default::default()
+    });
+    let w = rec.warnings();
+    let unknown: Vec<_> = w.iter().filter(|w| w.contains("UNKNOWN")).collect();
+    assert_eq!(unknown.len(), 1, "{w:#?}");
+    assert!(unknown[0].contains("did not answer"), "{}", unknown[0]);
+    assert!(!unknown[0].contains("does not report"), "{}", unknown[0]);
+    // Discovery asked `models` once (no /props after a failure, no backoff);
+    // only the chat request retried (1 + 2 + 4 s).
+    assert_eq!(*slept.lock().unwrap(), vec![1, 2, 4]);
+    assert_eq!(end.exit_code, 5, "{end:?}");
+}
+
+#[test]
+fn a_template_without_tools_is_detected_from_props() {
+    let mut s = tasks_setup(vec![task("01.md", NO_ACTION)]);
+    s.model.context_size = None;
+    let model: ModelFn = Box::new(move |req, _| match req.endpoint {
+        sysward_ipc::model::ModelEndpoint::Models => {
+            http(200, json!({"data":[{"id":"qwen3","meta":{"n_ctx":8192}}]}))
+        }
+        sysward_ipc::model::ModelEndpoint::Props => http(
+            200,
+            json!({"chat_template_caps":{"supports_tools":false},"default_generation_settings":{"n_ctx":8192}}),
+        ),
+        _ => done("ok"),
+    });
+    let (_, rec) = Fake::new(s, model).run();
+    assert!(rec.chats[0].get("tools").is_none(), "no tools sent");
+    assert!(system_of(&rec.chats[0]).contains("TOOL CALLS: to call a tool"));
+    assert!(rec
+        .warnings()
+        .iter()
+        .any(|w| w.contains("supports_tools false")));
+}
+
+#[test]
+fn a_server_that_drops_tools_silently_is_detected_and_the_text_protocol_used() {
+    // Like llama-cpp-python without a function-calling chat format: `tools`
+    // accepted, never rendered; the prompt is the same size with or without.
+    let model: ModelFn = Box::new(move |req, body| {
+        if req.endpoint != sysward_ipc::model::ModelEndpoint::ChatCompletions {
+            return http(404, json!({"detail":"Not Found"}));
+        }
+        let text_protocol = body["messages"][0]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("TOOL CALLS: to call a tool");
+        let prompt = 838 + u64::from(text_protocol) * 500;
+        let content = if body.get("tools").is_some() {
+            "I cannot see any tools.".to_string()
+        } else if body["max_tokens"] == 1 {
+            ".".to_string()
+        } else if !body.to_string().contains("uname") {
+            "```tool\n{\"tool\": \"exec\", \"arguments\": {\"command\": \"uname\", \"args\": [\"-r\"]}}\n```".to_string()
+        } else {
+            "Kernel 6.1.\nTASK_STATUS: DONE".to_string()
+        };
+        http(
+            200,
+            json!({"choices":[{"index":0,"message":{"role":"assistant","content":content},"finish_reason":"stop"}],
+                   "usage":{"prompt_tokens":prompt,"completion_tokens":5}}),
+        )
+    });
+    let mut f = Fake::new(
+        tasks_setup(vec![task("01.md", "Report the kernel version.")]),
+        model,
+    );
+    f.tool = Box::new(|r| ok(r, "6.1.0\n"));
+    let (_, rec) = f.run();
+    assert_eq!(rec.probes.len(), 1, "one probe");
+    assert!(
+        rec.warnings()
+            .iter()
+            .any(|w| w.contains("accepted `tools` but ignored them")),
+        "{:#?}",
+        rec.warnings()
+    );
+    // Only the first request carried tools; the answer to it was not used.
+    assert!(rec.chats[0].get("tools").is_some());
+    assert!(rec.chats[1..].iter().all(|c| c.get("tools").is_none()));
+    assert_eq!(rec.tools().len(), 1);
+    assert_eq!(rec.outcomes()[0].status, TaskStatus::Done);
+    // The legitimate twin: a server whose prompt grows with the tools keeps
+    // native tools after the probe.
+    let mut f = Fake::new(
+        tasks_setup(vec![task("01.md", NO_ACTION)]),
+        scripted(vec![done("ok")]),
+    );
+    f.tool = Box::new(|r| ok(r, ""));
+    let (_, rec) = f.run();
+    assert_eq!(rec.probes.len(), 1);
+    assert!(rec.chats[0].get("tools").is_some());
+    assert!(!rec.warnings().iter().any(|w| w.contains("ignored them")));
+}
+
+#[test]
+fn the_context_a_server_states_in_its_overflow_error_is_adopted() {
+    let mut s = tasks_setup(vec![task("01.md", NO_ACTION)]);
+    s.model.context_size = None;
+    let mut first = true;
+    let model: ModelFn = Box::new(move |req, body| match req.endpoint {
+        sysward_ipc::model::ModelEndpoint::ChatCompletions => {
+            if body["max_tokens"] == 1 {
+                return probe_answer();
+            }
+            if first {
+                first = false;
+                // llama-cpp-python's words.
+                return http(
+                    400,
+                    json!({"error":{"message":"Requested tokens (5210) exceed context window of 4096","type":"invalid_request_error"}}),
+                );
+            }
+            done("ok")
+        }
+        _ => http(404, json!({"detail":"Not Found"})),
+    });
+    let (_, rec) = Fake::new(s, model).run();
+    assert!(
+        rec.warnings()
+            .iter()
+            .any(|w| w.contains("the server states a context of 4096 tokens")),
+        "{:#?}",
+        rec.warnings()
+    );
+    assert_eq!(rec.outcomes()[0].status, TaskStatus::Done);
+    // The retried request is sized for it: an eighth of 4096 for the reply.
+    assert_eq!(rec.chats.last().unwrap()["max_tokens"], 512);
+}
+
+#[test]
+fn a_fixed_prompt_over_the_context_is_refused_before_sending() {
+    let mut s = tasks_setup(vec![task("01.md", NO_ACTION)]);
+    s.model.context_size = Some(1024);
+    let (end, rec) = Fake::new(s, scripted(vec![done("ok")])).run();
+    assert!(rec.chats.is_empty(), "nothing sent");
+    let o = rec.outcomes();
+    assert_eq!(o[0].status, TaskStatus::Error);
+    assert!(
+        o[0].summary.contains("the prompt needs ~"),
+        "{}",
+        o[0].summary
+    );
+    assert!(
+        o[0].summary.contains("CONTEXT_SIZE is 1024"),
+        "{}",
+        o[0].summary
+    );
+    assert_eq!(end.exit_code, 5);
+}
+
 fn summary_text() -> String {
     sysward_agent::context::SECTIONS
         .iter()
@@ -885,11 +1063,14 @@ fn cli_dialogue_commands_and_cancel() {
     ] {
         f.inputs.push_back(OperatorInput::Line(l.into()));
     }
-    // Cancel the model request of "cancel me" (the 2nd chat request).
+    // Cancel the model request of "cancel me" (the 2nd chat request; the
+    // tools probe after the first answer does not count).
     let mut chats = 0;
     f.hook = Some(Box::new(move |_, req| {
         if let AgentRequest::Model(m) = req {
-            if m.endpoint == sysward_ipc::model::ModelEndpoint::ChatCompletions {
+            if m.endpoint == sysward_ipc::model::ModelEndpoint::ChatCompletions
+                && !is_tools_probe(&serde_json::from_slice(&m.body).unwrap())
+            {
                 chats += 1;
                 if chats == 2 {
                     return Some(AgentAnswer::Cancelled);
@@ -1317,11 +1498,11 @@ fn every_request_carries_a_bounded_max_tokens() {
     )
     .run();
     assert_eq!(rec.chats[0]["max_tokens"], 4096);
-    // A small context: an eighth, at least 256.
+    // A smaller context: an eighth.
     let mut s = tasks_setup(vec![task("01.md", NO_ACTION)]);
-    s.model.context_size = Some(2048);
+    s.model.context_size = Some(4096);
     let (_, rec) = Fake::new(s, scripted(vec![done("ok")])).run();
-    assert_eq!(rec.chats[0]["max_tokens"], 256);
+    assert_eq!(rec.chats[0]["max_tokens"], 512);
     // MAX_REPLY_TOKENS wins.
     let mut s = tasks_setup(vec![task("01.md", NO_ACTION)]);
     s.model.max_reply_tokens = Some(300);
@@ -1406,4 +1587,39 @@ fn model_text_never_carries_sysward_markers() {
     let history = rec.chats[1]["messages"].to_string();
     assert!(history.contains("<tool_result id=\\\"sw"), "{history}");
     assert!(history.contains("UNTRUSTED DATA from"));
+}
+
+#[test]
+fn small_contexts_get_compact_tool_descriptions() {
+    let run = |ctx: u64, schema: ToolSchema| {
+        let mut s = tasks_setup(vec![task("01.md", NO_ACTION)]);
+        s.model.context_size = Some(ctx);
+        s.model.tool_schema = schema;
+        Fake::new(s, scripted(vec![done("ok")])).run().1
+    };
+    let full = run(32768, ToolSchema::Auto);
+    let small = run(2048, ToolSchema::Auto);
+    let n = |r: &Record| r.chats[0]["tools"].as_array().unwrap().len();
+    assert!(n(&full) >= 19);
+    assert_eq!(n(&small), 10, "compact tasks prompt: ten tools");
+    assert!(system_of(&small.chats[0]).len() < system_of(&full.chats[0]).len());
+    // 2048 tokens of context fit the compact prompt and its reply.
+    assert_eq!(small.outcomes()[0].status, TaskStatus::Done);
+    // TOOL_SCHEMA wins over the size, both ways.
+    assert_eq!(n(&run(32768, ToolSchema::Compact)), 10);
+    assert!(n(&run(6000, ToolSchema::Full)) >= 19);
+    // A tool left out of the compact description still works when called.
+    let mut s = tasks_setup(vec![task("01.md", "List /etc.")]);
+    s.model.context_size = Some(2048);
+    let mut f = Fake::new(
+        s,
+        scripted(vec![
+            calls(&[("c1", "list_dir", json!({"path":"/etc"}))]),
+            done("listed"),
+        ]),
+    );
+    f.tool = Box::new(|r| ok(r, "hosts\n"));
+    let (_, rec) = f.run();
+    assert_eq!(rec.tools()[0].tool, "list_dir");
+    assert_eq!(rec.outcomes()[0].status, TaskStatus::Done);
 }

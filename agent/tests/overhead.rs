@@ -11,6 +11,10 @@ use sysward_agent::tools;
 use sysward_ipc::agent::*;
 
 fn overhead(native: bool, tasks: bool) -> (usize, u64) {
+    overhead_with(native, tasks, false)
+}
+
+fn overhead_with(native: bool, tasks: bool, compact: bool) -> (usize, u64) {
     let mut s = setup(
         if tasks {
             SessionMode::Tasks { rerun: false }
@@ -28,9 +32,10 @@ fn overhead(native: bool, tasks: bool) -> (usize, u64) {
         summary: "",
         previous: &[],
         context_size: Some(32768),
+        compact,
     });
     let schema = if native {
-        tools::native_tools().to_string().len()
+        tools::native_tools(compact, tasks).to_string().len()
     } else {
         0
     };
@@ -43,12 +48,23 @@ fn prompt_overhead_is_within_budget() {
     let (nb, nt) = overhead(true, true);
     let (tb, tt) = overhead(false, true);
     let (cb, ct) = overhead(true, false);
-    let schema = tools::native_tools().to_string().len();
+    let schema = tools::native_tools(false, true).to_string().len();
     println!("prompt overhead, tasks mode, native tools: {nb} bytes ≈ {nt} tokens (tool schemas {schema} bytes ≈ {} tokens)", Estimator::raw(schema));
     println!("prompt overhead, tasks mode, text protocol: {tb} bytes ≈ {tt} tokens");
     println!("prompt overhead, CLI mode, native tools: {cb} bytes ≈ {ct} tokens");
     assert!(nt <= 3000, "native overhead {nt} tokens");
     assert!(tt <= 3000, "text overhead {tt} tokens");
+    // Compact descriptions (TOOL_SCHEMA=compact, or auto under 8,192 tokens).
+    let (knb, knt) = overhead_with(true, true, true);
+    let (ktb, ktt) = overhead_with(false, true, true);
+    let (kcb, kct) = overhead_with(true, false, true);
+    let kschema = tools::native_tools(true, true).to_string().len();
+    println!("prompt overhead, compact, tasks mode, native tools: {knb} bytes ≈ {knt} tokens (tool schemas {kschema} bytes ≈ {} tokens)", Estimator::raw(kschema));
+    println!("prompt overhead, compact, tasks mode, text protocol: {ktb} bytes ≈ {ktt} tokens");
+    println!("prompt overhead, compact, CLI mode, native tools: {kcb} bytes ≈ {kct} tokens");
+    for (what, t) in [("native", knt), ("text", ktt), ("cli native", kct)] {
+        assert!(t <= 1500, "compact {what} overhead {t} tokens");
+    }
 }
 
 #[test]
@@ -117,7 +133,8 @@ fn print_system_prompt() {
             memory: "## Hosts\n- a: b\n",
             summary: "OBJECTIVE: x",
             previous: &[],
-            context_size: None
+            context_size: None,
+            compact: false,
         })
     );
 }

@@ -106,8 +106,8 @@ fn one_record_per_tool_drives_schema_and_text() {
     sorted.sort();
     sorted.dedup();
     assert_eq!(sorted.len(), names.len(), "duplicate tool names");
-    let native = tools::native_tools();
-    let text = tools::text_description();
+    let native = tools::native_tools(false, true);
+    let text = tools::text_description(false, true);
     for t in TOOLS {
         let s = native
             .as_array()
@@ -124,6 +124,51 @@ fn one_record_per_tool_drives_schema_and_text() {
             assert!(text.contains(p.name));
         }
         assert!(text.contains(&format!("- {}(", t.name)));
+    }
+    // Compact: no parameter descriptions, no `reason`, no CLI-only tool in
+    // tasks mode; every required parameter is still described.
+    let compact = tools::native_tools(true, true);
+    let compact_text = tools::text_description(true, true);
+    assert!(!compact.to_string().contains("\"description\":\"octal"));
+    assert!(!compact.to_string().contains("\"reason\""));
+    assert!(!compact.to_string().contains("\"timeout_seconds\""));
+    assert!(!compact_text.contains("ask_secret"));
+    assert!(tools::native_tools(true, false)
+        .to_string()
+        .contains("ask_secret"));
+    for t in TOOLS {
+        let Some(s) = compact
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["function"]["name"] == t.name)
+        else {
+            // Left out of compact prompts: a program does the same via exec.
+            assert!(
+                [
+                    "list_dir",
+                    "stat",
+                    "copy_file",
+                    "move_file",
+                    "mkdir",
+                    "chmod",
+                    "chown",
+                    "append_file",
+                    "ask_secret"
+                ]
+                .contains(&t.name),
+                "{} missing from the compact tools",
+                t.name
+            );
+            continue;
+        };
+        for p in t.params.iter().filter(|p| p.required) {
+            assert!(s["function"]["parameters"]["properties"]
+                .as_object()
+                .unwrap()
+                .contains_key(p.name));
+            assert!(compact_text.contains(p.name));
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! `MODEL_USER`.
 
 use std::collections::HashSet;
-use sysward_ipc::agent::ToolCalling;
+use sysward_ipc::agent::{ToolCalling, ToolSchema};
 
 pub const DEFAULT_AGENT_USER: &str = "sysward-agent";
 pub const DEFAULT_MODEL_USER: &str = "sysward-model";
@@ -108,6 +108,8 @@ pub struct InitConf {
     pub tool_calling: ToolCalling,
     /// Largest reply asked of the model (`max_tokens`); None: sized from the context.
     pub max_reply_tokens: Option<u32>,
+    /// `TOOL_SCHEMA`: how much the tool descriptions say.
+    pub tool_schema: ToolSchema,
     pub search_url: Option<String>,
     pub agent_user: String,
     pub model_user: String,
@@ -155,6 +157,7 @@ pub fn parse(text: &str) -> Result<(InitConf, Vec<String>), ConfigError> {
         request_timeout_secs: 300,
         tool_calling: ToolCalling::Auto,
         max_reply_tokens: None,
+        tool_schema: ToolSchema::Auto,
         search_url: None,
         agent_user: DEFAULT_AGENT_USER.to_string(),
         model_user: DEFAULT_MODEL_USER.to_string(),
@@ -167,6 +170,7 @@ pub fn parse(text: &str) -> Result<(InitConf, Vec<String>), ConfigError> {
         "REQUEST_TIMEOUT",
         "TOOL_CALLING",
         "MAX_REPLY_TOKENS",
+        "TOOL_SCHEMA",
         "SEARCH_URL",
         "AGENT_USER",
         "MODEL_USER",
@@ -236,6 +240,14 @@ pub fn parse(text: &str) -> Result<(InitConf, Vec<String>), ConfigError> {
                     return Err(invalid("a number of tokens between 16 and 1048576"));
                 }
                 conf.max_reply_tokens = Some(n);
+            }
+            "TOOL_SCHEMA" => {
+                conf.tool_schema = match value.as_str() {
+                    "auto" => ToolSchema::Auto,
+                    "full" => ToolSchema::Full,
+                    "compact" => ToolSchema::Compact,
+                    _ => return Err(invalid("auto, full or compact")),
+                }
             }
             "SEARCH_URL" => conf.search_url = (!value.is_empty()).then_some(value),
             "AGENT_USER" => conf.agent_user = value,

@@ -262,6 +262,7 @@ impl<'a> Session<'a> {
                 request_timeout_secs: project.conf.request_timeout_secs,
                 tool_calling: project.conf.tool_calling,
                 max_reply_tokens: project.conf.max_reply_tokens,
+                tool_schema: project.conf.tool_schema,
                 api_display: format!(
                     "{} (key {})",
                     project.conf.api_url.raw,

@@ -22,6 +22,15 @@ pub enum ToolCalling {
     Json,
 }
 
+/// How much the tool descriptions say (`TOOL_SCHEMA`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ToolSchema {
+    /// Compact under 8,192 tokens of context, full otherwise.
+    Auto,
+    Full,
+    Compact,
+}
+
 /// Model settings the agent needs (never the key, never the URL's host).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelSettings {
@@ -32,6 +41,8 @@ pub struct ModelSettings {
     pub tool_calling: ToolCalling,
     /// `MAX_REPLY_TOKENS`; None means sized from the context.
     pub max_reply_tokens: Option<u32>,
+    /// `TOOL_SCHEMA`.
+    pub tool_schema: ToolSchema,
     /// `API_URL` with the key masked, for `/status` only.
     pub api_display: String,
 }

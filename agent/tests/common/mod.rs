@@ -26,8 +26,10 @@ pub struct Fake {
 #[derive(Debug, Default, Clone)]
 pub struct Record {
     pub requests: Vec<AgentRequest>,
-    /// JSON bodies of chat requests.
+    /// JSON bodies of chat requests (the tools probe apart).
     pub chats: Vec<Value>,
+    /// JSON bodies of the agent's probes for a server that drops `tools`.
+    pub probes: Vec<Value>,
     pub state: HashMap<&'static str, Vec<u8>>,
     /// The agent process's peak resident memory (VmHWM, KiB), read at Shutdown.
     pub agent_peak_kib: Option<u64>,
@@ -144,6 +146,7 @@ pub fn setup(mode: SessionMode, tasks: Vec<TaskSpec>) -> SessionSetup {
             request_timeout_secs: 300,
             tool_calling: ToolCalling::Auto,
             max_reply_tokens: None,
+            tool_schema: ToolSchema::Auto,
             api_display: "http://127.0.0.1:8080/v1".into(),
         },
         tasks,
@@ -200,12 +203,33 @@ pub fn ok(req: &ToolRequest, stdout: &str) -> AgentAnswer {
     })
 }
 
-/// A model that plays `script` in order (chat requests only; `models`/`/props` get 404).
+/// Whether `body` is the agent's check for a server that drops `tools`: the
+/// same request without tools and with one token of reply.
+pub fn is_tools_probe(body: &Value) -> bool {
+    body.get("tools").is_none() && body["max_tokens"] == 1
+}
+
+/// The answer of a server that renders tools: the prompt without them is
+/// 1,000 tokens shorter than the fixtures' `prompt_tokens`.
+pub fn probe_answer() -> ModelReply {
+    http(
+        200,
+        json!({"choices":[{"index":0,"message":{"role":"assistant","content":"."},"finish_reason":"length"}],
+               "usage":{"prompt_tokens":0,"completion_tokens":1}}),
+    )
+}
+
+/// A model that plays `script` in order (chat requests only; `models`/`/props`
+/// get 404). The tools probe is answered as a server that renders tools
+/// would, without using the script.
 pub fn scripted(script: Vec<ModelReply>) -> ModelFn {
     let mut q: VecDeque<ModelReply> = script.into();
-    Box::new(move |req, _| {
+    Box::new(move |req, body| {
         if req.endpoint != ModelEndpoint::ChatCompletions {
             return http(404, json!({"error":"not found"}));
+        }
+        if is_tools_probe(body) {
+            return probe_answer();
         }
         q.pop_front()
             .unwrap_or_else(|| http(500, json!({"error":{"message":"script exhausted"}})))
@@ -238,10 +262,13 @@ impl Fake {
             let mut shutdown = false;
             if let AgentRequest::Model(m) = &req {
                 if m.endpoint == ModelEndpoint::ChatCompletions {
-                    rec.lock()
-                        .unwrap()
-                        .chats
-                        .push(serde_json::from_slice(&m.body).unwrap());
+                    let body: Value = serde_json::from_slice(&m.body).unwrap();
+                    let mut r = rec.lock().unwrap();
+                    if is_tools_probe(&body) {
+                        r.probes.push(body);
+                    } else {
+                        r.chats.push(body);
+                    }
                 }
             }
             rec.lock().unwrap().requests.push(req.clone());
