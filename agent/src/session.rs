@@ -109,6 +109,12 @@ pub struct Session {
     pub tools_checked: bool,
     /// Compact rules and tool descriptions (TOOL_SCHEMA, or a small context).
     pub compact: bool,
+    /// Model steps of the turn in progress (or the last one), for a turn
+    /// that ends in an error.
+    pub turn_steps: u32,
+    /// Successful actions of the last unfinished run of the task about to
+    /// start (its evidence), taken by the next turn.
+    pub prior_successes: u32,
 }
 
 impl Session {
@@ -608,6 +614,8 @@ pub fn run(chan: Channel, opts: Options) -> SessionEnd {
         tools_json_bytes: 0,
         tools_checked: false,
         compact: false,
+        turn_steps: 0,
+        prior_successes: 0,
         setup,
     };
     let result = start(&mut s).and_then(|()| match s.setup.mode {

@@ -186,6 +186,40 @@ impl ContextFile {
             .is_some_and(|t| t.status == "DONE" && t.sha256 == sha256)
     }
 
+    /// Actions that succeeded in the last run of this same task (same text)
+    /// when that run did not end DONE: a task resumed after an error or a
+    /// restart keeps the evidence its earlier run gathered. Counted from the
+    /// journal ("tool" events whose outcome is ok after "<task> started"), so
+    /// events already pruned are not counted.
+    pub fn prior_successes(&self, name: &str, sha256: &str) -> u32 {
+        let same_text = self
+            .tasks
+            .get(name)
+            .is_some_and(|t| t.sha256 == sha256 && t.status != "DONE");
+        if !same_text {
+            return 0;
+        }
+        let started = format!("{name} started");
+        let Some(start) = self
+            .journal
+            .iter()
+            .rposition(|e| e.kind == "task" && e.text == started)
+        else {
+            return 0;
+        };
+        let mut n = 0u32;
+        for e in &self.journal[start + 1..] {
+            if e.kind == "task" && e.text.ends_with(" started") {
+                break;
+            }
+            let outcome = e.text.rsplit(" → ").next().unwrap_or("");
+            if e.kind == "tool" && e.text.contains(" → ") && outcome.starts_with("ok") {
+                n += 1;
+            }
+        }
+        n
+    }
+
     pub fn unsummarized_journal(&self) -> String {
         self.journal
             .iter()

@@ -44,8 +44,10 @@ pub fn run_tasks(s: &mut Session, rerun: bool) -> Result<SessionEnd, Stop> {
         s.link.event(AgentEvent::TaskStart {
             name: t.name.clone(),
         })?;
+        // Read before this run's "started" event, which would hide the last run's.
+        s.prior_successes = s.state.prior_successes(&t.name, &t.sha256);
         s.state.journal("task", &format!("{} started", t.name));
-        let steps_before = s.step_observations.len();
+        s.turn_steps = 0;
         let result = s.run_turn(&task_message(t), Some(&t.name));
         let (status, summary, steps, conf, stop) = match result {
             Ok(TurnEnd::Answer {
@@ -55,7 +57,7 @@ pub fn run_tasks(s: &mut Session, rerun: bool) -> Result<SessionEnd, Stop> {
             }) => {
                 let (st, why) = status.unwrap_or((TaskStatus::Failed, None));
                 let summary = match why {
-                    Some(why) => format!("FAILED: {why}. The model's answer: {text}"),
+                    Some(why) => format!("{}: {why}. The model's answer: {text}", st.as_str()),
                     None => text.clone(),
                 };
                 (st, summary, steps, conflicts(&text), None)
@@ -73,14 +75,14 @@ pub fn run_tasks(s: &mut Session, rerun: bool) -> Result<SessionEnd, Stop> {
             Err(TurnError::Model(m)) => (
                 TaskStatus::Error,
                 m.clone(),
-                (s.step_observations.len() - steps_before) as u32,
+                s.turn_steps,
                 vec![],
                 Some(Stop::Protocol(m)),
             ),
             Err(TurnError::Stop(Stop::Cancelled)) => (
                 TaskStatus::Error,
                 "cancelled by the operator".into(),
-                (s.step_observations.len() - steps_before) as u32,
+                s.turn_steps,
                 vec![],
                 Some(Stop::Cancelled),
             ),

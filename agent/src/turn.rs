@@ -166,6 +166,8 @@ struct Done {
     id: String,
     text: String,
     failed: bool,
+    /// The broker holds it for a person's approval.
+    pending: bool,
     verdict: Verdict,
 }
 
@@ -181,15 +183,23 @@ impl Session {
         let mut consecutive_failures = 0u32;
         let mut status_asked = false;
         // Actions of this turn whose result was ok: the evidence behind DONE.
-        let mut successes = 0u32;
+        let mut successes = std::mem::take(&mut self.prior_successes);
+        // Actions held for a person: DONE without evidence then means BLOCKED.
+        let mut pending_approvals = 0u32;
         let mut step = 0u32;
+        // A status restate repeats a step number: it is announced once.
+        let mut announced = 0u32;
         loop {
             step += 1;
-            self.link.event(AgentEvent::Step {
-                task: task.map(str::to_string),
-                step: step.min(max),
-                max,
-            })?;
+            if step > announced {
+                announced = step;
+                self.link.event(AgentEvent::Step {
+                    task: task.map(str::to_string),
+                    step: step.min(max),
+                    max,
+                })?;
+            }
+            self.turn_steps = step;
             self.maybe_compact()?;
             let c = self.complete()?;
             if c.truncated() {
@@ -290,6 +300,11 @@ impl Session {
                 if task.is_some() {
                     match status::judge(&shown, successes, input) {
                         Ok(st) => judged = Some((st, None)),
+                        Err(status::Problem::DoneWithoutEvidence) if pending_approvals > 0 => {
+                            let why = "an action of the task waits for a person's approval (sysward approvals)";
+                            self.state.journal("status", why);
+                            judged = Some((TaskStatus::Blocked, Some(why)));
+                        }
                         Err(problem) if !status_asked => {
                             status_asked = true;
                             // The operator sees what the model said before
@@ -363,6 +378,7 @@ impl Session {
                         ),
                         id,
                         failed: true,
+                        pending: false,
                         verdict: Verdict::Fine,
                     });
                     continue;
@@ -373,6 +389,7 @@ impl Session {
             }
             self.step_observations.push(step_chars);
             successes += done.iter().filter(|d| !d.failed).count() as u32;
+            pending_approvals += done.iter().filter(|d| d.pending).count() as u32;
 
             // Notes for the next step.
             let mut notes: Vec<String> = errors
@@ -463,6 +480,7 @@ impl Session {
             id: id.to_string(),
             text: observe::agent_error(id, tool, msg),
             failed: true,
+            pending: false,
             verdict: Verdict::Fine,
         };
         if p.arguments.len() > TOOL_ARGS_MAX {
@@ -569,6 +587,7 @@ impl Session {
             id,
             text,
             failed: failed(result.status),
+            pending: result.status == ToolStatus::PendingApproval,
             verdict,
         })
     }

@@ -163,6 +163,13 @@ fn an_echoed_status_instruction_is_never_done() {
     );
     assert_eq!(rec.context()["tasks"]["01.md"]["status"], "FAILED");
     assert_eq!(end.exit_code, 3);
+    // The restate is not a new step: `step 1/40` is announced once.
+    let steps = rec
+        .events()
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::Step { .. }))
+        .count();
+    assert_eq!(steps, 1);
     // The first answer was shown to the operator before the restate.
     assert!(rec
         .infos()
@@ -214,6 +221,24 @@ fn done_after_only_failed_or_refused_actions_is_failed() {
     )
     .run();
     assert_eq!(rec.outcomes()[0].status, TaskStatus::Failed);
+    // An action held for a person's approval, then DONE: BLOCKED at once.
+    let mut f = Fake::new(
+        tasks_setup(vec![t.clone()]),
+        scripted(vec![uname(), done("Kernel is fine.")]),
+    );
+    f.tool = Box::new(|r| {
+        AgentAnswer::Tool(ToolResult::refused(
+            &r.call_id,
+            ToolStatus::PendingApproval,
+            "needs a person's approval",
+        ))
+    });
+    let (_, rec) = f.run();
+    assert_eq!(rec.chats.len(), 2, "no restate");
+    assert_eq!(rec.outcomes()[0].status, TaskStatus::Blocked);
+    assert!(rec.outcomes()[0]
+        .summary
+        .contains("waits for a person's approval"));
     // The legitimate twin: one successful action, DONE believed at once.
     let mut f = Fake::new(
         tasks_setup(vec![t.clone()]),

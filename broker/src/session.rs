@@ -175,6 +175,9 @@ struct Session<'a> {
     state: AgentState,
     /// The tasks handed to the agent, with the content hash the broker read.
     tasks_expected: Vec<(String, String)>,
+    /// Why the agent ended the session, when it was not a normal end (a
+    /// model error): kept for the summary and the session_end record.
+    agent_reason: Option<String>,
     outcomes: Vec<TaskOutcome>,
     records: TaskRecords,
     actions: u32,
@@ -305,6 +308,7 @@ impl<'a> Session<'a> {
             gateway,
             state: AgentState::AwaitHello,
             tasks_expected,
+            agent_reason: None,
             outcomes,
             records,
             actions: 0,
@@ -483,8 +487,10 @@ impl<'a> Session<'a> {
                         reason: "bye".to_string(),
                     });
                     if !reason.is_empty() && reason != "done" {
+                        let reason = crate::sanitize::one_line(&reason, 2000);
                         self.op
                             .event(&AgentEvent::Info(format!("agent finished: {reason}")));
+                        self.agent_reason = Some(reason);
                     }
                     return Ok(());
                 }
@@ -613,6 +619,9 @@ impl<'a> Session<'a> {
         }
         summary.actions = self.actions;
         summary.denials = self.denials;
+        if summary.error.is_none() {
+            summary.error.clone_from(&self.agent_reason);
+        }
     }
 
     /// A tool request: decode, decide, maybe ask, run confined, audit, answer.

@@ -38,7 +38,7 @@ fn hostile_frames_end_only_their_session() {
     let p = TestProject::new("faults");
     p.init_conf(&server, "")
         .agent_md("EXECUTION_MODE=guarded")
-        .write("01-t.md", "# T\nSay done.\n");
+        .write("01-t.md", "# T\nSay done. No action is needed.\n");
     // The broker's sibling binaries are found next to the test binary's dir.
     std::env::set_current_dir(&p.dir).unwrap();
     let layout = Layout::standalone(&p.dir).unwrap();

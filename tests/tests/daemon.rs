@@ -115,7 +115,7 @@ fn operators_in_the_group_are_served_and_others_refused() {
     let p = TestProject::new("daemon-peers");
     p.init_conf(&server, "")
         .agent_md("EXECUTION_MODE=guarded")
-        .write("01-t.md", "# T\nSay done.\n");
+        .write("01-t.md", "# T\nSay done. No action is needed.\n");
     let mut d = Daemon::start(&p, "peers");
     let meta = std::fs::metadata(&d.socket).unwrap();
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -243,7 +243,7 @@ fn the_daemon_survives_a_killed_agent_or_gateway() {
         let p = TestProject::new(&format!("daemon-kill-{victim}"));
         p.init_conf(&server, "")
             .agent_md("EXECUTION_MODE=guarded")
-            .write("01-t.md", "# T\nSay done.\n");
+            .write("01-t.md", "# T\nSay done. No action is needed.\n");
         let mut d = Daemon::start(&p, &format!("kill-{victim}"));
         let client = d.client(&["--rerun"]).spawn().unwrap();
         server.wait_for_requests(1, Duration::from_secs(20));

@@ -116,13 +116,17 @@ fn a_task_compacts_meets_a_denial_resumes_after_restart_and_is_then_skipped() {
           {"expect":{"any_message_contains":["LESSONS_LEARNED"]},"usage":{"prompt_tokens":2000},"content":"OBJECTIVE: Check the disks (task 01-disk.md).\nCURRENT_STATE: seq ran. [scripted-summary-7f3a]\nCOMPLETED_TASKS: none\nPENDING_TASKS: 01-disk.md: report.\nIMPORTANT_FACTS: none\nSYSTEM_STATE: Debian.\nFILES_CHANGED: none\nCOMMANDS_OF_IMPORTANCE: seq\nERRORS: none\nDECISIONS: read-only\nCREDENTIAL_REFERENCES: none\nHOSTS: localhost\nSERVICES: none\nLESSONS_LEARNED: none"},
           {"tool_calls":[{"name":"exec","arguments":{"command":"rm","args":["-rf","/var/log/journal"]}}]},
           {"error":{"status":400,"body":{"error":{"message":"scripted: bad request to stop the first run","type":"invalid_request_error"}}}},
-          {"expect":{"any_message_contains":["scripted-summary-7f3a"]},"content":"EXECUTED: seq.\nVERIFIED: from the previous session.\nTASK_STATUS: DONE"},
           {"expect":{"any_message_contains":["LESSONS_LEARNED"]},"usage":{"prompt_tokens":2000},"content":"OBJECTIVE: Check the disks (task 01-disk.md).\nCURRENT_STATE: seq ran. [scripted-summary-7f3a]\nCOMPLETED_TASKS: none\nPENDING_TASKS: 01-disk.md: report.\nIMPORTANT_FACTS: none\nSYSTEM_STATE: Debian.\nFILES_CHANGED: none\nCOMMANDS_OF_IMPORTANCE: seq\nERRORS: none\nDECISIONS: read-only\nCREDENTIAL_REFERENCES: none\nHOSTS: localhost\nSERVICES: none\nLESSONS_LEARNED: none"},
-          {"repeat":3,"content":"Edited task done.\nTASK_STATUS: DONE"}
+          {"expect":{"any_message_contains":["scripted-summary-7f3a"]},"content":"EXECUTED: seq (previous session).\nVERIFIED: from the previous session.\nTASK_STATUS: DONE"},
+          {"expect":{"any_message_contains":["LESSONS_LEARNED"]},"usage":{"prompt_tokens":2000},"content":"OBJECTIVE: Check the disks (task 01-disk.md).\nCURRENT_STATE: seq ran. [scripted-summary-7f3a]\nCOMPLETED_TASKS: none\nPENDING_TASKS: 01-disk.md: report.\nIMPORTANT_FACTS: none\nSYSTEM_STATE: Debian.\nFILES_CHANGED: none\nCOMMANDS_OF_IMPORTANCE: seq\nERRORS: none\nDECISIONS: read-only\nCREDENTIAL_REFERENCES: none\nHOSTS: localhost\nSERVICES: none\nLESSONS_LEARNED: none"},
+          {"tool_calls":[{"name":"exec","arguments":{"command":"df","args":["-h"]}}]},
+          {"expect":{"role_of_last":"tool"},"content":"EXECUTED: df -h.\nVERIFIED: its output.\nTASK_STATUS: DONE"}
         ]}"#,
     );
     let p = TestProject::new("resume");
-    p.init_conf(&server, "CONTEXT_SIZE=8192")
+    // Native tools: the scripted usage figures are not a real tokenizer's,
+    // so auto's check for a server that drops tools would spend a step.
+    p.init_conf(&server, "CONTEXT_SIZE=8192\nTOOL_CALLING=native")
         .agent_md(POLICY)
         .write(
             "01-disk.md",

@@ -82,7 +82,7 @@ fn the_running_agent_is_confined_and_holds_no_key() {
     let p = TestProject::new("confined");
     p.init_conf(&server, "")
         .agent_md(read_only_policy())
-        .write("01-t.md", "# T\nSay done.\n");
+        .write("01-t.md", "# T\nSay done. No action is needed.\n");
     let child = Command::new(sysward())
         .args(["run", "--root", p.dir.to_str().unwrap()])
         .stdin(Stdio::null())
@@ -312,7 +312,7 @@ fn the_audit_head_is_mirrored_to_syslog() {
     let p = TestProject::new("syslog");
     p.init_conf(&server, "")
         .agent_md("EXECUTION_MODE=guarded")
-        .write("01-t.md", "# T\nok\n");
+        .write("01-t.md", "# T\nSay ok. No action is needed.\n");
     let out = run_sysward(
         &["run", "--root", p.dir.to_str().unwrap()],
         Duration::from_secs(30),
@@ -352,7 +352,7 @@ fn model_text_reaches_the_terminal_sanitized() {
     let p = TestProject::new("sanitize");
     p.init_conf(&server, "")
         .agent_md("EXECUTION_MODE=guarded")
-        .write("01-t.md", "# T\nok\n");
+        .write("01-t.md", "# T\nSay ok. No action is needed.\n");
     let out = run_sysward(
         &["run", "--root", p.dir.to_str().unwrap()],
         Duration::from_secs(30),
