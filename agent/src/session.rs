@@ -346,6 +346,7 @@ impl Session {
                     if let Some(n) = client::context_from_error(&msg, msg.as_bytes()) {
                         if self.context_size.is_none_or(|c| n < c) {
                             self.context_size = Some(n);
+                            self.choose_schema();
                             self.link.warn(format!(
                                 "the server states a context of {n} tokens: using it (set CONTEXT_SIZE={n} in init.conf to skip this)"
                             ))?;
@@ -367,6 +368,19 @@ impl Session {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// Compact or full descriptions for the context known now (TOOL_SCHEMA
+    /// decides when set; auto is compact under COMPACT_BELOW).
+    pub fn choose_schema(&mut self) {
+        self.compact = match self.setup.model.tool_schema {
+            ToolSchema::Compact => true,
+            ToolSchema::Full => false,
+            ToolSchema::Auto => self.context_size.is_some_and(|n| n < COMPACT_BELOW),
+        };
+        self.tools_json_bytes = tools::native_tools(self.compact, self.tasks_mode())
+            .to_string()
+            .len();
     }
 
     /// Tokens of the part of every request that no compaction can shrink:
@@ -673,14 +687,7 @@ fn start(s: &mut Session) -> Result<(), Stop> {
     if configured.is_some() {
         s.context_size = configured;
     }
-    s.compact = match s.setup.model.tool_schema {
-        ToolSchema::Compact => true,
-        ToolSchema::Full => false,
-        ToolSchema::Auto => s.context_size.is_some_and(|n| n < COMPACT_BELOW),
-    };
-    s.tools_json_bytes = tools::native_tools(s.compact, s.tasks_mode())
-        .to_string()
-        .len();
+    s.choose_schema();
     let mode = if s.tasks_mode() { "tasks" } else { "cli" };
     s.state.journal(
         "session",

@@ -1648,3 +1648,36 @@ fn small_contexts_get_compact_tool_descriptions() {
     assert_eq!(rec.tools()[0].tool, "list_dir");
     assert_eq!(rec.outcomes()[0].status, TaskStatus::Done);
 }
+
+#[test]
+fn recorded_llama_cpp_python_without_a_function_format_is_detected() {
+    // The bodies llama-cpp-python 0.3.36 sent (plain chat format): the same
+    // 44-token prompt with and without `tools`.
+    let read = |name: &str| {
+        let path = format!(
+            "{}/tests/recorded/llama-cpp-python/{name}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        http(200, v["response"]["body"].clone())
+    };
+    let model: ModelFn = Box::new(move |req, body| {
+        if req.endpoint != sysward_ipc::model::ModelEndpoint::ChatCompletions {
+            return http(404, json!({"detail":"Not Found"}));
+        }
+        if body.get("tools").is_some() {
+            read("plain-chat-tools-auto")
+        } else if body["max_tokens"] == 1 {
+            read("plain-chat-notools")
+        } else {
+            text("It runs Linux.\nTASK_STATUS: DONE")
+        }
+    });
+    let (_, rec) = Fake::new(tasks_setup(vec![task("01.md", NO_ACTION)]), model).run();
+    assert!(rec
+        .warnings()
+        .iter()
+        .any(|w| w.contains("accepted `tools` but ignored them (44 prompt tokens")));
+    assert!(rec.chats[1].get("tools").is_none());
+}

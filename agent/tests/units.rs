@@ -915,3 +915,100 @@ fn call_identity_ignores_key_order() {
         r#"{"a":{"c":"x","d":[1,{"y":1,"z":0}]},"b":1}"#
     );
 }
+
+// ---------- recorded real-server exchanges ----------
+
+/// One recorded exchange of `agent/tests/recorded/<server>/<name>.json`:
+/// (status, content type, body bytes as the server sent them).
+fn recorded(server: &str, name: &str) -> (u16, String, Vec<u8>, serde_json::Value) {
+    let path = format!(
+        "{}/tests/recorded/{server}/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let r = &v["response"];
+    let status = r["status"].as_u64().unwrap() as u16;
+    let ct = r["headers"]["content-type"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let body = match &r["body"] {
+        serde_json::Value::String(s) => s.clone().into_bytes(),
+        other => other.to_string().into_bytes(),
+    };
+    (status, ct, body, v["request"].clone())
+}
+
+#[test]
+fn recorded_llama_cpp_python_replies_parse_as_sysward_reads_them() {
+    const S: &str = "llama-cpp-python";
+    for mode in ["functions", "plain"] {
+        // A reply cut at max_tokens is recognised as truncated.
+        let (st, ct, body, req) = recorded(S, &format!("{mode}-chat-length"));
+        assert_eq!(st, 200);
+        let c = client::parse_completion(&ct, &body).unwrap();
+        assert!(c.truncated(), "{mode}: finish_reason {:?}", c.finish_reason);
+        assert_eq!(c.completion_tokens, req["body"]["max_tokens"].as_u64());
+        let (_, ct, body, _) = recorded(S, &format!("{mode}-chat-stop"));
+        let c = client::parse_completion(&ct, &body).unwrap();
+        assert!(!c.truncated());
+        assert!(!c.content.is_empty());
+        // The stream folds into one completion. llama-cpp-python ignores
+        // stream_options.include_usage: no usage, so no prompt-size checks.
+        let (_, ct, body, _) = recorded(S, &format!("{mode}-stream-usage"));
+        let c = client::parse_completion(&ct, &body).unwrap();
+        assert!(!c.content.is_empty(), "{c:?}");
+        assert_eq!(c.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(c.prompt_tokens, None);
+        // The overflow error is a context error, with the size it states.
+        let (st, _, body, _) = recorded(S, &format!("{mode}-overflow"));
+        let e = client::classify(st, &body);
+        let client::ModelError::ContextExceeded(msg) = &e else {
+            panic!("{mode}: {e:?}");
+        };
+        assert_eq!(
+            client::context_from_error(msg, msg.as_bytes()),
+            Some(2048),
+            "{msg}"
+        );
+        // /v1/models names the model but not the context; /props is 404.
+        let (_, _, body, _) = recorded(S, &format!("{mode}-models"));
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            client::context_from_models(&v, "SmolLM2-135M-Instruct"),
+            (None, None)
+        );
+        let (st, _, _, _) = recorded(S, &format!("{mode}-props"));
+        assert_eq!(st, 404);
+    }
+    // With a function-calling chat format, tools come back as native calls
+    // (arguments with a trailing blank, which the argument check accepts).
+    let (_, ct, body, _) = recorded(S, "functions-chat-tools-auto");
+    let c = client::parse_completion(&ct, &body).unwrap();
+    assert_eq!(c.calls.len(), 1);
+    let meta = find(&c.calls[0].tool).unwrap();
+    assert!(
+        check_args(meta, &c.calls[0].arguments).is_ok(),
+        "{:?}",
+        c.calls[0]
+    );
+    // Without one, the server accepts `tools` and drops them: the prompt is
+    // the same size with and without (what the tools probe detects).
+    let with =
+        client::parse_completion("application/json", &recorded(S, "plain-chat-tools-auto").2)
+            .unwrap();
+    let without =
+        client::parse_completion("application/json", &recorded(S, "plain-chat-notools").2).unwrap();
+    assert!(with.calls.is_empty());
+    assert_eq!(with.prompt_tokens, without.prompt_tokens);
+    let fwith = client::parse_completion(
+        "application/json",
+        &recorded(S, "functions-chat-tools-auto").2,
+    )
+    .unwrap();
+    let fwithout =
+        client::parse_completion("application/json", &recorded(S, "functions-chat-notools").2)
+            .unwrap();
+    assert!(fwith.prompt_tokens.unwrap() > fwithout.prompt_tokens.unwrap() + 100);
+}
