@@ -33,6 +33,10 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== build"
 cargo build --workspace --bins
+echo "== real model server (llama-cpp-python + SmolLM2, built once and cached)"
+bash scripts/real-model/setup.sh
+# The real-server tests fail instead of skipping when the server is missing.
+export SYSWARD_REQUIRE_REAL_MODEL=1
 echo "== tests"
 # Property tests run their bounded CI case counts (see each test).
 cargo test --workspace -- --test-threads=2

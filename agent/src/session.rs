@@ -288,6 +288,11 @@ impl Session {
         }
         if with_tools && self.native {
             body["tools"] = tools::native_tools(self.compact, self.tasks_mode());
+            // Said outright: OpenAI's default with tools, but llama-cpp-python's
+            // function-calling format renders no tools without it, and vLLM
+            // refuses it when auto tool choice is not enabled (then the text
+            // protocol is used).
+            body["tool_choice"] = json!("auto");
         }
         body
     }
@@ -432,6 +437,7 @@ impl Session {
         let mut probe = body.clone();
         if let Some(o) = probe.as_object_mut() {
             o.remove("tools");
+            o.remove("tool_choice");
             o.insert("max_tokens".into(), json!(1));
         }
         let without = match self.client.chat(&mut self.link, &probe) {

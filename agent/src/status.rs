@@ -7,7 +7,7 @@
 //! BLOCKED or TASK_STATUS: FAILED") or names two statuses has not chosen one.
 //!
 //! DONE also needs evidence: at least one action of the task that succeeded
-//! (a tool result with status ok). A task whose every action failed or was
+//! (a tool result with status ok, a memoria.md edit included). A task whose every action failed or was
 //! refused, or that took none, is DONE only when its text says that no action
 //! is needed (see [`asks_for_no_action`]).
 

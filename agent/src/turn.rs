@@ -168,6 +168,9 @@ struct Done {
     failed: bool,
     /// The broker holds it for a person's approval.
     pending: bool,
+    /// It ran and succeeded: evidence behind DONE (a memoria.md edit too: it
+    /// is what a "remember this" task asks for).
+    evidence: bool,
     verdict: Verdict,
 }
 
@@ -379,6 +382,7 @@ impl Session {
                         id,
                         failed: true,
                         pending: false,
+                        evidence: false,
                         verdict: Verdict::Fine,
                     });
                     continue;
@@ -388,7 +392,7 @@ impl Session {
                 done.push(d);
             }
             self.step_observations.push(step_chars);
-            successes += done.iter().filter(|d| !d.failed).count() as u32;
+            successes += done.iter().filter(|d| d.evidence).count() as u32;
             pending_approvals += done.iter().filter(|d| d.pending).count() as u32;
 
             // Notes for the next step.
@@ -481,6 +485,7 @@ impl Session {
             text: observe::agent_error(id, tool, msg),
             failed: true,
             pending: false,
+            evidence: false,
             verdict: Verdict::Fine,
         };
         if p.arguments.len() > TOOL_ARGS_MAX {
@@ -588,6 +593,7 @@ impl Session {
             text,
             failed: failed(result.status),
             pending: result.status == ToolStatus::PendingApproval,
+            evidence: !failed(result.status),
             verdict,
         })
     }

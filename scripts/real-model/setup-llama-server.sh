@@ -72,7 +72,7 @@ else
   log "  built in $(( $(now) - tb ))s"
 fi
 
-ver="$("$BIN" --version 2>&1 | grep -m1 '^version' || true)"
+ver="$("$BIN" --version 2>&1 | grep -m1 "^version" | sed "s/^version: //" || true)"
 {
   printf 'SYSWARD_LLAMA_SERVER_BIN=%q\n' "$BIN"
   printf 'SYSWARD_LLAMA_SERVER_VERSION=%q\n' "llama.cpp llama-server ${ver:-version unknown} (vendored in llama-cpp-python $LLAMA_CPP_PYTHON_VERSION)"

@@ -11,6 +11,9 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
+pub mod tmux;
+pub use tmux::Tmux;
+
 pub use sysward_scripted_model::{Handle, Scenario, ScriptedServer};
 
 /// True when running as root. Otherwise prints a loud skip notice.
