@@ -552,7 +552,7 @@ fn the_cli_in_tmux_against_the_real_server() {
     )
     .agent_md("EXECUTION_MODE=guarded\nMAX_STEPS=3");
     tmux.line(&format!(
-        "{} cli --root '{}'; echo CLI-EXIT=$?",
+        "{} cli --root '{}'; echo CLI-EXIT:$?",
         sysward().display(),
         p.dir.display()
     ));
@@ -568,9 +568,9 @@ fn the_cli_in_tmux_against_the_real_server() {
     });
     tmux.line("/quit");
     let screen = tmux.wait_for("the CLI to exit", Duration::from_secs(60), |t| {
-        t.contains("CLI-EXIT=")
+        t.lines().any(|l| l.starts_with("CLI-EXIT:"))
     });
-    assert!(screen.contains("CLI-EXIT=0"), "{screen}");
+    assert!(screen.lines().any(|l| l == "CLI-EXIT:0"), "{screen}");
     let chats = proxy.chats();
     assert!(!chats.is_empty(), "{screen}");
     assert!(chats
