@@ -1012,3 +1012,40 @@ fn recorded_llama_cpp_python_replies_parse_as_sysward_reads_them() {
             .unwrap();
     assert!(fwith.prompt_tokens.unwrap() > fwithout.prompt_tokens.unwrap() + 100);
 }
+
+#[test]
+fn recorded_llama_server_replies_parse_as_sysward_reads_them() {
+    const S: &str = "llama-server";
+    // /v1/models: the runtime context in meta.n_ctx.
+    let (_, _, body, _) = recorded(S, "jinja-models");
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        client::context_from_models(&v, "SmolLM2-135M-Instruct").0,
+        Some(2048)
+    );
+    // /props: a template without tool support, and the same context.
+    let (_, _, body, _) = recorded(S, "jinja-props");
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(client::tools_from_props(&v), Some(false));
+    assert_eq!(client::context_from_props(&v), Some(2048));
+    // The overflow error states n_ctx only in its JSON: it rides in the
+    // message the session reads back.
+    let (st, _, body, _) = recorded(S, "jinja-overflow");
+    let e = client::classify(st, &body);
+    let client::ModelError::ContextExceeded(msg) = &e else {
+        panic!("{e:?}");
+    };
+    assert_eq!(
+        client::context_from_error(msg, msg.as_bytes()),
+        Some(2048),
+        "{msg}"
+    );
+    // Truncation, and a stream with its usage.
+    let (_, ct, body, req) = recorded(S, "jinja-chat-length");
+    let c = client::parse_completion(&ct, &body).unwrap();
+    assert!(c.truncated());
+    assert_eq!(c.completion_tokens, req["body"]["max_tokens"].as_u64());
+    let (_, ct, body, _) = recorded(S, "jinja-stream-usage");
+    let c = client::parse_completion(&ct, &body).unwrap();
+    assert!(c.prompt_tokens.is_some() && !c.content.is_empty(), "{c:?}");
+}

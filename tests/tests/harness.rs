@@ -169,3 +169,40 @@ fn a_task_compacts_meets_a_denial_resumes_after_restart_and_is_then_skipped() {
         "the edited task made no model call"
     );
 }
+
+#[test]
+fn a_model_error_ends_with_its_reason_in_the_summary_and_the_audit() {
+    if !require_root("a_model_error_ends_with_its_reason_in_the_summary_and_the_audit") {
+        return;
+    }
+    ensure_accounts();
+    let server = scenario(
+        r#"{"steps":[{"error":{"status":400,"body":{"error":{"message":"scripted: refused for the test","type":"invalid_request_error"}}}}]}"#,
+    );
+    let p = TestProject::new("end-reason");
+    p.init_conf(&server, "")
+        .agent_md(POLICY)
+        .write("01-t.md", "# T\nReport the uptime.\n");
+    let (out, s) = run_json(&p, &[]);
+    assert_eq!(s["tasks"][0]["status"], "ERROR", "{}", describe(&out));
+    assert_eq!(s["tasks"][0]["steps"], 1, "{}", describe(&out));
+    assert!(
+        s["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("scripted: refused for the test"),
+        "{}",
+        describe(&out)
+    );
+    let end = audit_records(&p)
+        .into_iter()
+        .find(|r| r["event"]["event"] == "session_end")
+        .unwrap();
+    assert!(
+        end["event"]["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("scripted: refused for the test"),
+        "{end}"
+    );
+}
