@@ -16,6 +16,42 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 /// One audit line is at most this long; the chain verifier refuses longer ones.
 const MAX_LINE: usize = 64 << 20;
 
+/// Longest string kept whole in a record; a longer one keeps its head, its
+/// length and its SHA-256. A model reply can carry 40 MiB, which shell
+/// quoting and JSON escaping would grow past MAX_LINE; bounded here, no record
+/// can lock later sessions out or fill the disk.
+pub const FIELD_MAX: usize = 64 << 10;
+/// The cap when a record with many long fields is still over RECORD_MAX.
+const FIELD_MAX_TIGHT: usize = 4 << 10;
+/// Largest record before the tight cap applies (well under MAX_LINE).
+pub const RECORD_MAX: usize = 4 << 20;
+
+/// `value` with every string longer than `max` bytes replaced by its head
+/// and `… [cut by the audit: N bytes in all, sha256 H]`.
+pub fn bound_strings(value: Value, max: usize) -> Value {
+    match value {
+        Value::String(s) if s.len() > max => {
+            let mut end = max.min(s.len()) / 2;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            Value::String(format!(
+                "{}… [cut by the audit: {} bytes in all, sha256 {}]",
+                &s[..end],
+                s.len(),
+                hash_hex(s.as_bytes())
+            ))
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(|v| bound_strings(v, max)).collect()),
+        Value::Object(o) => Value::Object(
+            o.into_iter()
+                .map(|(k, v)| (k, bound_strings(v, max)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
 #[derive(Debug)]
 pub struct Audit {
     path: PathBuf,
@@ -325,12 +361,29 @@ impl Audit {
         record.insert("seq".into(), json!(seq));
         record.insert("time".into(), json!(now_rfc3339()));
         record.insert("prev".into(), json!(state.last_hash));
-        record.insert("event".into(), event);
-        let mut line = serde_json::to_vec(&Value::Object(record))?;
+        record.insert("event".into(), bound_strings(event, FIELD_MAX));
+        let mut line = serde_json::to_vec(&Value::Object(record.clone()))?;
+        if line.len() > RECORD_MAX {
+            // Many long fields: cut them all shorter.
+            let event = record.remove("event").unwrap_or(Value::Null);
+            record.insert("event".into(), bound_strings(event, FIELD_MAX_TIGHT));
+            line = serde_json::to_vec(&Value::Object(record))?;
+        }
         let hash = hash_hex(&line);
         line.pop(); // the closing brace
         line.extend_from_slice(format!(",\"hash\":\"{hash}\"}}\n").as_bytes());
-        (&state.file).write_all(&line)?;
+        if let Err(e) = (&state.file).write_all(&line) {
+            // A full disk leaves part of the record: cut the log back to its
+            // last complete record, so the chain stays intact for the next
+            // writer, and fail this append (the action that needed it does
+            // not run).
+            let _ = state.file.set_len(len);
+            let _ = state.file.sync_data();
+            return Err(anyhow::Error::new(e).context(format!(
+                "cannot append to the audit log {} (the log was cut back to its last complete record)",
+                self.path.display()
+            )));
+        }
         if sync {
             state.file.sync_data()?;
             state.unsynced = false;
@@ -541,6 +594,103 @@ mod tests {
             render_record(&v),
             "t #4 action_start   exec `df -h` — read-only safe (allow, by policy) starting; profile read-only: uid 0"
         );
+    }
+
+    #[test]
+    fn a_huge_field_is_bounded_and_the_chain_still_verifies() {
+        let d = temp_dir("bounded");
+        let log = d.join("audit.log");
+        let head = d.join("audit.head");
+        let a = Audit::open(&log, &head).unwrap();
+        // 14 MiB of quotes and 200 fields of 64 KiB + 1 of backslashes.
+        let quotes = "'".repeat(14 << 20);
+        a.record(json!({"event": "tool", "request": quotes.clone()}))
+            .unwrap();
+        let mut many = Map::new();
+        for i in 0..200 {
+            many.insert(format!("f{i}"), json!("\\".repeat((FIELD_MAX / 2) + 1)));
+        }
+        many.insert("event".into(), json!("tool"));
+        a.record(Value::Object(many)).unwrap();
+        a.record(json!({"event": "tool", "request": "df -h"}))
+            .unwrap();
+        let text = std::fs::read_to_string(&log).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(
+            lines.iter().all(|l| l.len() < RECORD_MAX),
+            "{:?}",
+            lines.iter().map(|l| l.len()).collect::<Vec<_>>()
+        );
+        let first: Value = serde_json::from_str(lines[0]).unwrap();
+        let req = first["event"]["request"].as_str().unwrap();
+        assert!(req.contains(&format!(
+            "{} bytes in all, sha256 {}",
+            quotes.len(),
+            hash_hex(quotes.as_bytes())
+        )));
+        // Short fields are kept as they are.
+        let third: Value = serde_json::from_str(lines[2]).unwrap();
+        assert_eq!(third["event"]["request"], "df -h");
+        let v = verify(&log, &head).unwrap();
+        assert!(v.first_break.is_none(), "{:?}", v.first_break);
+        assert_eq!(v.records, 3);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_full_disk_leaves_no_partial_record() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!(
+                "SKIPPED a_full_disk_leaves_no_partial_record: needs root (mounts a small tmpfs)"
+            );
+            return;
+        }
+        let d = temp_dir("enospc");
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+            .arg(&d)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount tmpfs");
+        let result = std::panic::catch_unwind(|| {
+            let log = d.join("audit.log");
+            let head = d.join("audit.head");
+            let a = Audit::open(&log, &head).unwrap();
+            a.record(json!({"event": "session_start"})).unwrap();
+            // Fill the filesystem, leaving a few bytes.
+            let filler = d.join("filler");
+            let mut f = std::fs::File::create(&filler).unwrap();
+            let chunk = vec![b'x'; 1024];
+            while f.write_all(&chunk).is_ok() {}
+            let _ = f.sync_all();
+            let e = a
+                .record(json!({"event": "tool", "request": "x".repeat(8 << 10)}))
+                .unwrap_err();
+            assert!(
+                format!("{e:#}").contains("cut back to its last complete record"),
+                "{e:#}"
+            );
+            // No partial line: the chain verifies as it was.
+            let v = verify(&log, &head).unwrap();
+            assert!(v.first_break.is_none(), "{:?}", v.first_break);
+            assert_eq!(v.records, 1);
+            // Space freed: the next record continues the chain.
+            drop(f);
+            std::fs::remove_file(&filler).unwrap();
+            a.record(json!({"event": "tool", "request": "df -h"}))
+                .unwrap();
+            let v = verify(&log, &head).unwrap();
+            assert!(v.first_break.is_none(), "{:?}", v.first_break);
+            assert_eq!(v.records, 2);
+        });
+        let _ = std::process::Command::new("umount").arg(&d).status();
+        let _ = std::fs::remove_dir_all(&d);
+        if let Err(p) = result {
+            std::panic::resume_unwind(p);
+        }
     }
 
     #[test]
