@@ -165,21 +165,47 @@ fn split_hashed(line: &[u8]) -> Option<(Vec<u8>, &str)> {
 }
 
 /// Walks the log and the head anchor. Reports the first bad record.
+///
+/// The anchor (`audit.head`: a sequence and the hash of that record, written
+/// with every durable record and at session end) must name a record of the
+/// log, and that record must have that hash: a log cut back, or rewritten
+/// and re-chained up to or past the anchor, is a break. So is a log without
+/// an anchor, or an anchor that cannot be read. Records after the anchor are
+/// fine as long as they chain (a session that died before its next durable
+/// record). Recovery from any break: inspect, then `sysward audit verify
+/// --acknowledge` (the log is moved aside and a new chain starts).
 pub fn verify(path: &Path, head_path: &Path) -> Result<Verified> {
-    let mut v = verify_log(path)?;
+    let head = read_head(head_path);
+    let anchored_seq = match &head {
+        Ok(Some((seq, _))) => Some(*seq),
+        _ => None,
+    };
+    let (mut v, hash_at_anchor) = verify_log_at(path, anchored_seq)?;
     if v.first_break.is_none() {
-        if let Some((seq, hash)) = read_head(head_path)? {
-            if seq > v.records || (seq == v.records && hash != v.last_hash) {
-                v.first_break = Some(ChainBreak {
-                    line: v.records + 1,
-                    problem: format!(
-                        "the head anchor records {seq} records ending in {hash}, the log has {}: records were removed or rewritten",
-                        v.records
-                    ),
-                });
+        let problem = match head {
+            Ok(Some((seq, hash))) if seq > v.records => Some(format!(
+                "the head anchor records {seq} records ending in {hash}, the log has {}: records were removed",
+                v.records
+            )),
+            Ok(Some((seq, hash))) if seq > 0 && hash_at_anchor.as_deref() != Some(hash.as_str()) => {
+                Some(format!(
+                    "record {seq} does not have the hash the head anchor recorded ({hash}): records up to it were rewritten"
+                ))
             }
-            // Records after the last anchor are fine (a session still running
-            // or one that died before anchoring) as long as they chain.
+            Ok(Some(_)) => None,
+            Ok(None) if v.records > 0 => Some(format!(
+                "the head anchor {} is missing while the log has {} records: it was removed",
+                head_path.display(),
+                v.records
+            )),
+            Ok(None) => None,
+            Err(e) => Some(format!("{e:#}")),
+        };
+        if let Some(problem) = problem {
+            v.first_break = Some(ChainBreak {
+                line: v.records + 1,
+                problem,
+            });
         }
     }
     Ok(v)
@@ -187,6 +213,12 @@ pub fn verify(path: &Path, head_path: &Path) -> Result<Verified> {
 
 /// Walks the log alone.
 fn verify_log(path: &Path) -> Result<Verified> {
+    verify_log_at(path, None).map(|(v, _)| v)
+}
+
+/// Walks the log alone, also returning the hash of record `want`.
+fn verify_log_at(path: &Path, want: Option<u64>) -> Result<(Verified, Option<String>)> {
+    let mut hash_at_want = None;
     let mut records = 0u64;
     let mut prev = GENESIS.to_string();
     let mut first_break = None;
@@ -208,6 +240,9 @@ fn verify_log(path: &Path) -> Result<Verified> {
                 Ok(hash) => {
                     prev = hash;
                     records += 1;
+                    if want == Some(records) {
+                        hash_at_want = Some(prev.clone());
+                    }
                 }
                 Err(problem) => {
                     first_break = Some(ChainBreak {
@@ -219,11 +254,14 @@ fn verify_log(path: &Path) -> Result<Verified> {
             }
         }
     }
-    Ok(Verified {
-        records,
-        last_hash: prev,
-        first_break,
-    })
+    Ok((
+        Verified {
+            records,
+            last_hash: prev,
+            first_break,
+        },
+        hash_at_want,
+    ))
 }
 
 fn check_line(line: &[u8], lineno: u64, prev: &str) -> std::result::Result<String, String> {
@@ -393,6 +431,12 @@ impl Audit {
         state.seq = seq;
         state.last_hash = hash;
         state.len = len + line.len() as u64;
+        if sync {
+            // The anchor follows every durable record, so cutting the log
+            // back after a crash is seen.
+            let text = format!("{} {}\n", state.seq, state.last_hash);
+            crate::project::write_atomic(&self.head_path, text.as_bytes())?;
+        }
         Ok(seq)
     }
 
@@ -635,6 +679,83 @@ mod tests {
         let v = verify(&log, &head).unwrap();
         assert!(v.first_break.is_none(), "{:?}", v.first_break);
         assert_eq!(v.records, 3);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Writes `events` as a log whose chain is valid: what a forger with
+    /// write access to the log (but not to the anchor) would produce.
+    fn forge(log: &Path, events: &[Value]) {
+        let mut prev = GENESIS.to_string();
+        let mut out = Vec::new();
+        for (i, e) in events.iter().enumerate() {
+            let mut r = Map::new();
+            r.insert("seq".into(), json!(i as u64 + 1));
+            r.insert("time".into(), json!("2026-01-01T00:00:00Z"));
+            r.insert("prev".into(), json!(prev));
+            r.insert("event".into(), e.clone());
+            let mut line = serde_json::to_vec(&Value::Object(r)).unwrap();
+            let hash = hash_hex(&line);
+            line.pop();
+            line.extend_from_slice(format!(",\"hash\":\"{hash}\"}}\n").as_bytes());
+            out.extend_from_slice(&line);
+            prev = hash;
+        }
+        std::fs::write(log, out).unwrap();
+    }
+
+    fn broken(log: &Path, head: &Path) -> Option<String> {
+        verify(log, head).unwrap().first_break.map(|b| b.problem)
+    }
+
+    #[test]
+    fn the_anchor_catches_rewritten_cut_and_unanchored_logs() {
+        let d = temp_dir("tamper");
+        let (log, head) = (d.join("audit.log"), d.join("audit.head"));
+        let a = Audit::open(&log, &head).unwrap();
+        for cmd in ["uname -r", "rm -rf /srv/data", "df -h"] {
+            a.record(json!({"event": "tool", "request": cmd})).unwrap();
+        }
+        drop(a);
+        // The legitimate state: intact, and so are records after the anchor.
+        assert_eq!(broken(&log, &head), None);
+        let a = Audit::open(&log, &head).unwrap();
+        a.record_lazy(json!({"event": "tool", "request": "ls"}))
+            .unwrap();
+        drop(a);
+        assert_eq!(broken(&log, &head), None);
+        let saved = std::fs::read(&log).unwrap();
+        let saved_head = std::fs::read(&head).unwrap();
+        // 1. Rewritten and re-chained, one record added, anchor untouched.
+        forge(
+            &log,
+            &[
+                json!({"event": "tool", "request": "uname -r"}),
+                json!({"event": "tool", "request": "true"}),
+                json!({"event": "tool", "request": "df -h"}),
+                json!({"event": "tool", "request": "ls"}),
+                json!({"event": "tool", "request": "ls -l"}),
+            ],
+        );
+        let p = broken(&log, &head).expect("a rewrite up to the anchor is a break");
+        assert!(p.contains("were rewritten"), "{p}");
+        // 2. Cut back before the anchor (the records of commands that ran).
+        std::fs::write(&log, &saved).unwrap();
+        let text = String::from_utf8(saved.clone()).unwrap();
+        let first_two: String = text.lines().take(2).map(|l| format!("{l}\n")).collect();
+        std::fs::write(&log, first_two).unwrap();
+        let p = broken(&log, &head).expect("a cut log is a break");
+        assert!(p.contains("were removed"), "{p}");
+        // 3. The anchor deleted.
+        std::fs::write(&log, &saved).unwrap();
+        std::fs::remove_file(&head).unwrap();
+        let p = broken(&log, &head).expect("a missing anchor is a break");
+        assert!(p.contains("is missing"), "{p}");
+        // 4. Garbage in the anchor: a break, not an error, and acknowledging works.
+        std::fs::write(&head, "garbage\n").unwrap();
+        let p = broken(&log, &head).expect("an unreadable anchor is a break");
+        assert!(p.contains("unreadable"), "{p}");
+        std::fs::write(&head, &saved_head).unwrap();
+        assert_eq!(broken(&log, &head), None);
         let _ = std::fs::remove_dir_all(&d);
     }
 
