@@ -223,7 +223,8 @@ fn verify_log_at(path: &Path, want: Option<u64>) -> Result<(Verified, Option<Str
     let mut prev = GENESIS.to_string();
     let mut first_break = None;
     if path.exists() {
-        let file = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let file = crate::project::open_regular(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
         let mut reader = BufReader::new(file);
         let mut line = Vec::new();
         loop {
@@ -298,7 +299,12 @@ fn check_line(line: &[u8], lineno: u64, prev: &str) -> std::result::Result<Strin
 }
 
 fn read_head(head_path: &Path) -> Result<Option<(u64, String)>> {
-    match std::fs::read_to_string(head_path) {
+    let read = crate::project::open_regular(head_path).and_then(|f| {
+        let mut text = String::new();
+        std::io::Read::take(f, 4096).read_to_string(&mut text)?;
+        Ok(text)
+    });
+    match read {
         Ok(text) => {
             let mut parts = text.split_whitespace();
             let seq = parts.next().and_then(|s| s.parse().ok());

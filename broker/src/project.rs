@@ -261,18 +261,34 @@ fn find_agent_md(dir: &Path, warnings: &mut Vec<String>) -> Result<PathBuf> {
     }
 }
 
+/// Opens a project file for reading without following a symlink and without
+/// blocking: a FIFO or a device put where a file belongs would otherwise hang
+/// the root broker in `open()` (and, through the daemon, keep the project
+/// locked). Anything but a regular file is refused, naming it.
+pub fn open_regular(path: &Path) -> std::io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    Ok(file)
+}
+
 /// Reads a configuration file as root without following a symlink, refusing a
 /// world-writable or oversized one.
 pub fn read_checked(path: &Path, max: u64, warnings: &mut Vec<String>) -> Result<String> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .with_context(|| format!("cannot open {} (symlinks are refused)", path.display()))?;
+    let file = open_regular(path).with_context(|| {
+        format!(
+            "cannot open {} (symlinks, FIFOs and devices are refused)",
+            path.display()
+        )
+    })?;
     let meta = file.metadata()?;
-    if !meta.is_file() {
-        bail!("{} is not a regular file", path.display());
-    }
     if meta.permissions().mode() & 0o002 != 0 {
         bail!(
             "insecure project: {} is writable by any user: chmod o-w {}",

@@ -16,7 +16,6 @@ use anyhow::{Context, Result};
 use serde_json::json;
 use std::collections::HashSet;
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::Arc;
@@ -579,11 +578,7 @@ impl<'a> Session<'a> {
 
     fn load_state(&self, file: StateFile) -> Option<Vec<u8>> {
         let path = self.state_path(file);
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)
-            .ok()?;
+        let f = crate::project::open_regular(&path).ok()?;
         let mut buf = Vec::new();
         f.take(STATE_FILE_MAX as u64).read_to_end(&mut buf).ok()?;
         Some(buf)

@@ -29,9 +29,13 @@ impl TaskRecords {
     /// Loads the records; an unreadable file means "nothing recorded" (every
     /// task runs), never a skipped task.
     pub fn load(layout: &Layout) -> TaskRecords {
-        std::fs::read(path(layout))
+        let mut bytes = Vec::new();
+        crate::project::open_regular(&path(layout))
+            .and_then(|f| {
+                std::io::Read::read_to_end(&mut std::io::Read::take(f, 16 << 20), &mut bytes)
+            })
             .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
+            .and_then(|_| serde_json::from_slice(&bytes).ok())
             .unwrap_or_default()
     }
 
