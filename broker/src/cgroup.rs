@@ -35,22 +35,103 @@ fn start_time(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// This broker's own directory under `top` (`b<pid>-<start time>`), where its
-/// action cgroups go, so that a later broker can tell them from a live one's.
-pub fn broker_root(top: &Path) -> Option<PathBuf> {
+/// The inode of this process's PID namespace: a pid names a process only
+/// within its namespace, so brokers in containers sharing the cgroup tree
+/// must not judge each other's directories by pid.
+fn pid_namespace() -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino())
+}
+
+/// This broker's own directory under `top` (`b<pidns>-<pid>-<start time>`),
+/// where its action cgroups go, removed when it is dropped (the broker's
+/// normal exit), so that a later broker finds only what a dead one left.
+pub struct BrokerDir {
+    path: PathBuf,
+}
+
+impl BrokerDir {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for BrokerDir {
+    fn drop(&mut self) {
+        // Action cgroups remove themselves; an empty leftover goes too.
+        if let Ok(children) = fs::read_dir(&self.path) {
+            for child in children.flatten() {
+                if child.file_type().is_ok_and(|t| t.is_dir()) {
+                    let _ = fs::remove_dir(child.path());
+                }
+            }
+        }
+        let _ = fs::remove_dir(&self.path);
+    }
+}
+
+pub fn broker_root(top: &Path) -> Option<BrokerDir> {
     let pid = std::process::id();
-    let dir = top.join(format!("b{pid}-{}", start_time(pid)?));
+    let dir = top.join(format!("b{}-{pid}-{}", pid_namespace()?, start_time(pid)?));
     match fs::create_dir(&dir) {
-        Ok(()) => Some(dir),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Some(dir),
+        Ok(()) => Some(BrokerDir { path: dir }),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Some(BrokerDir { path: dir }),
         Err(_) => None,
     }
 }
 
-/// Kills and removes what brokers that are gone (crashed, killed with -9)
-/// left under `top`: a setsid'd descendant of an action outlives its broker
-/// (the action's first process dies with it). Returns one line per cleaned
-/// directory.
+/// Who left a directory under `top`, from its name.
+enum Owner {
+    /// A broker of this PID namespace: its pid and start time can be checked.
+    Here { pid: u32, start: u64 },
+    /// A broker of another PID namespace, or of an older version that did
+    /// not record one: its pid means nothing here.
+    Elsewhere,
+}
+
+fn owner_of(name: &str) -> Option<Owner> {
+    let rest = name.strip_prefix('b')?;
+    let parts: Vec<&str> = rest.split('-').collect();
+    match parts.as_slice() {
+        [ns, pid, start] => {
+            let ns: u64 = ns.parse().ok()?;
+            let pid: u32 = pid.parse().ok()?;
+            let start: u64 = start.parse().ok()?;
+            Some(if Some(ns) == pid_namespace() {
+                Owner::Here { pid, start }
+            } else {
+                Owner::Elsewhere
+            })
+        }
+        [pid, start] if pid.parse::<u32>().is_ok() && start.parse::<u64>().is_ok() => {
+            Some(Owner::Elsewhere)
+        }
+        _ => None,
+    }
+}
+
+fn populated(dir: &Path) -> bool {
+    fs::read_to_string(dir.join("cgroup.events")).is_ok_and(|e| says_populated(&e))
+}
+
+/// Removes `dir`'s empty child cgroups, then `dir`; whether it is gone.
+fn remove_tree(dir: &Path) -> bool {
+    if let Ok(children) = fs::read_dir(dir) {
+        for child in children.flatten() {
+            if child.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = fs::remove_dir(child.path());
+            }
+        }
+    }
+    fs::remove_dir(dir).is_ok()
+}
+
+/// Kills and removes what brokers of this PID namespace that are gone
+/// (crashed, killed with -9) left under `top`: a setsid'd descendant of an
+/// action outlives its broker. A directory of another namespace (or an older
+/// broker) is only removed when nothing runs in it: its owner may be alive.
+/// Empty leftovers go silently; returns one line per cgroup whose processes
+/// were killed.
 pub fn clean_stale(top: &Path) -> Vec<String> {
     let mut cleaned = Vec::new();
     let Ok(entries) = fs::read_dir(top) else {
@@ -58,51 +139,47 @@ pub fn clean_stale(top: &Path) -> Vec<String> {
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some((pid, start)) = name
-            .strip_prefix('b')
-            .and_then(|r| r.split_once('-'))
-            .and_then(|(p, s)| Some((p.parse::<u32>().ok()?, s.parse::<u64>().ok()?)))
-        else {
-            // An action cgroup of a broker from before per-broker directories:
-            // removed when empty (an empty cgroup has nothing to kill).
-            if name.starts_with('a') && fs::remove_dir(entry.path()).is_ok() {
-                cleaned.push(format!(
-                    "{} (empty, from an older broker): removed",
-                    entry.path().display()
-                ));
-            }
-            continue;
-        };
-        if start_time(pid) == Some(start) {
-            continue; // its broker still runs
-        }
         let dir = entry.path();
-        // cgroup.kill on a cgroup kills its whole subtree.
-        let killed = fs::write(dir.join("cgroup.kill"), "1").is_ok();
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline
-            && fs::read_to_string(dir.join("cgroup.events")).is_ok_and(|e| says_populated(&e))
-        {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        if let Ok(children) = fs::read_dir(&dir) {
-            for child in children.flatten() {
-                if child.file_type().is_ok_and(|t| t.is_dir()) {
-                    let _ = fs::remove_dir(child.path());
+        match owner_of(&name) {
+            None => {
+                // An action cgroup of a broker from before per-broker
+                // directories: removed when empty.
+                if name.starts_with('a') && !populated(&dir) {
+                    let _ = fs::remove_dir(&dir);
                 }
             }
-        }
-        let removed = fs::remove_dir(&dir).is_ok();
-        cleaned.push(format!(
-            "{} (broker {pid} is gone): {}{}",
-            dir.display(),
-            if killed { "killed" } else { "not killed" },
-            if removed {
-                ", removed"
-            } else {
-                ", could not be removed"
+            Some(Owner::Elsewhere) => {
+                if !populated(&dir) {
+                    let _ = remove_tree(&dir);
+                }
             }
-        ));
+            Some(Owner::Here { pid, start }) => {
+                if start_time(pid) == Some(start) {
+                    continue; // its broker still runs
+                }
+                if !populated(&dir) {
+                    let _ = remove_tree(&dir);
+                    continue;
+                }
+                // cgroup.kill on a cgroup kills its whole subtree.
+                let killed = fs::write(dir.join("cgroup.kill"), "1").is_ok();
+                let deadline = Instant::now() + Duration::from_secs(2);
+                while Instant::now() < deadline && populated(&dir) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let removed = remove_tree(&dir);
+                cleaned.push(format!(
+                    "{} (broker {pid} is gone, processes were still running): {}{}",
+                    dir.display(),
+                    if killed { "killed" } else { "not killed" },
+                    if removed {
+                        ", removed"
+                    } else {
+                        ", could not be removed"
+                    }
+                ));
+            }
+        }
     }
     cleaned
 }

@@ -25,7 +25,7 @@ pub fn broker_context_with_binaries(
     }
     // Actions' cgroups go under this broker's own directory; what brokers
     // that died left behind is killed first.
-    let cgroup_root = cgroup::actions_root().and_then(|top| {
+    let cgroup_dir = cgroup::actions_root().and_then(|top| {
         for line in cgroup::clean_stale(&top) {
             eprintln!("sysward: cleaned a stale action cgroup: {line}");
         }
@@ -33,7 +33,7 @@ pub fn broker_context_with_binaries(
     });
     let runner = action::Runner::new(
         spawn::checked(bin_dir, "sysward-exec")?,
-        cgroup_root,
+        cgroup_dir.as_ref().map(|d| d.path().to_path_buf()),
         layout.tmp_dir(),
     );
     let hostname = nix::unistd::gethostname()
@@ -47,5 +47,6 @@ pub fn broker_context_with_binaries(
         gateway_path: spawn::checked(bin_dir, "sysward-gateway")?,
         hostname,
         layout,
+        cgroup_dir,
     })
 }

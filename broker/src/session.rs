@@ -64,6 +64,8 @@ pub struct BrokerContext {
     pub agent_path: PathBuf,
     pub gateway_path: PathBuf,
     pub hostname: String,
+    /// This broker's cgroup directory, removed when the context is dropped.
+    pub cgroup_dir: Option<crate::cgroup::BrokerDir>,
 }
 
 #[derive(Debug, Clone)]
