@@ -298,6 +298,36 @@ fn check_line(line: &[u8], lineno: u64, prev: &str) -> std::result::Result<Strin
     Ok(actual)
 }
 
+/// Writes the anchor in place, one fixed-size write (a zero-padded sequence
+/// and the hash: 86 bytes). In place, not by rename: a write-capable action
+/// sees `audit.head` through a read-only bind of its inode, and a rename
+/// would put a new, uncovered file at the path while the action runs; it
+/// also needs no lock that such an action holds.
+fn write_head(head_path: &Path, seq: u64, hash: &str) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let text = format!("{seq:020} {hash}\n");
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(head_path)
+        .with_context(|| format!("cannot open the audit anchor {}", head_path.display()))?;
+    if !file.metadata()?.is_file() {
+        bail!(
+            "the audit anchor {} is not a regular file",
+            head_path.display()
+        );
+    }
+    file.write_all_at(text.as_bytes(), 0)?;
+    if file.metadata()?.len() != text.len() as u64 {
+        file.set_len(text.len() as u64)?;
+    }
+    file.sync_data()?;
+    Ok(())
+}
+
 fn read_head(head_path: &Path) -> Result<Option<(u64, String)>> {
     let read = crate::project::open_regular(head_path).and_then(|f| {
         let mut text = String::new();
@@ -440,8 +470,7 @@ impl Audit {
         if sync {
             // The anchor follows every durable record, so cutting the log
             // back after a crash is seen.
-            let text = format!("{} {}\n", state.seq, state.last_hash);
-            crate::project::write_atomic(&self.head_path, text.as_bytes())?;
+            write_head(&self.head_path, state.seq, &state.last_hash)?;
         }
         Ok(seq)
     }
@@ -462,8 +491,7 @@ impl Audit {
             // Another writer appended after our last record: it anchors its own.
             return Ok((state.seq, state.last_hash.clone()));
         }
-        let text = format!("{} {}\n", state.seq, state.last_hash);
-        crate::project::write_atomic(&self.head_path, text.as_bytes())?;
+        write_head(&self.head_path, state.seq, &state.last_hash)?;
         mirror_to_syslog(&format!(
             "audit head {}: seq {} sha256 {}",
             self.path.display(),

@@ -387,3 +387,38 @@ fn a_group_member_approves_through_the_daemon() {
     );
     let _ = std::fs::remove_file(&marker);
 }
+
+#[test]
+fn a_second_broker_on_the_same_socket_is_refused() {
+    if !require_root("a_second_broker_on_the_same_socket_is_refused") {
+        return;
+    }
+    ensure_accounts();
+    let server = scenario(&done_scenario(2));
+    let p = TestProject::new("daemon-single");
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=guarded")
+        .write("01-t.md", "# T\nSay done. No action is needed.\n");
+    let mut d = Daemon::start(&p, "single");
+    let second = Command::new(sysward())
+        .args([
+            "broker",
+            "--root",
+            p.dir.to_str().unwrap(),
+            "--socket",
+            d.socket.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains("already running") && err.contains(&d.child.id().to_string()),
+        "{err}"
+    );
+    // The first keeps its socket and serves.
+    assert!(d.alive());
+    let out = wait_output(d.client(&[]).spawn().unwrap(), Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+}
