@@ -410,14 +410,14 @@ fn check_invariants(p: &TestProject, proxy: &Proxy, run: &Run) {
         assert!(max <= 4096, "max_tokens {max}");
         if let Some(resp) = c.response.as_ref() {
             if let Some(used) = resp["usage"]["completion_tokens"].as_u64() {
-                // llama-cpp-python's function-calling format generates a
-                // native call in two completions (the name, then the
-                // arguments), each bounded by max_tokens, and reports their
-                // sum (seen: 178 for 160): twice the bound for such a reply.
+                // llama-cpp-python 0.3.36's function-calling format generates
+                // a native call with `max_tokens=None` (its grammar ends the
+                // arguments): the server, not sysward, leaves those unbounded
+                // (seen: 178 tokens for 160). Every other reply is bounded.
                 let calls = resp["choices"][0]["message"]["tool_calls"]
                     .as_array()
                     .is_some_and(|a| !a.is_empty());
-                let bound = if calls { 2 * max } else { max };
+                let bound = if calls { u64::MAX } else { max };
                 assert!(
                     used <= bound,
                     "{used} completion tokens for max_tokens {max}: {resp}"
