@@ -303,7 +303,7 @@ fn check_line(line: &[u8], lineno: u64, prev: &str) -> std::result::Result<Strin
 /// sees `audit.head` through a read-only bind of its inode, and a rename
 /// would put a new, uncovered file at the path while the action runs; it
 /// also needs no lock that such an action holds.
-fn write_head(head_path: &Path, seq: u64, hash: &str) -> Result<()> {
+fn write_head(head_path: &Path, seq: u64, hash: &str, sync: bool) -> Result<()> {
     use std::os::unix::fs::FileExt;
     let text = format!("{seq:020} {hash}\n");
     let file = OpenOptions::new()
@@ -324,7 +324,9 @@ fn write_head(head_path: &Path, seq: u64, hash: &str) -> Result<()> {
     if file.metadata()?.len() != text.len() as u64 {
         file.set_len(text.len() as u64)?;
     }
-    file.sync_data()?;
+    if sync {
+        file.sync_data()?;
+    }
     Ok(())
 }
 
@@ -470,7 +472,10 @@ impl Audit {
         if sync {
             // The anchor follows every durable record, so cutting the log
             // back after a crash is seen.
-            write_head(&self.head_path, state.seq, &state.last_hash)?;
+            // Not synced: the log is, so after a power loss the anchor is at
+            // worst behind the log (fine), never ahead; anyone who reads it
+            // sees it at once. anchor() syncs it at session end.
+            write_head(&self.head_path, state.seq, &state.last_hash, false)?;
         }
         Ok(seq)
     }
@@ -491,7 +496,7 @@ impl Audit {
             // Another writer appended after our last record: it anchors its own.
             return Ok((state.seq, state.last_hash.clone()));
         }
-        write_head(&self.head_path, state.seq, &state.last_hash)?;
+        write_head(&self.head_path, state.seq, &state.last_hash, true)?;
         mirror_to_syslog(&format!(
             "audit head {}: seq {} sha256 {}",
             self.path.display(),
