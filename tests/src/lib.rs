@@ -395,3 +395,78 @@ pub fn answer_secret_dialogue(
     }
     wait_output(child, Duration::from_secs(60))
 }
+
+/// Test accounts this test binary created, with how many tests hold each.
+static TEST_USERS: std::sync::Mutex<std::collections::BTreeMap<String, (usize, bool)>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// A system account a test needs (no home, no login shell), created when
+/// absent and removed again when the last test of this binary holding it
+/// drops it — unless it existed before, when it is left as found.
+pub struct TestUser {
+    name: String,
+}
+
+impl TestUser {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+fn user_exists(name: &str) -> bool {
+    Command::new("id")
+        .args(["-u", name])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+pub fn test_user(name: &str, groups: &[&str]) -> TestUser {
+    let mut users = TEST_USERS.lock().unwrap_or_else(|p| p.into_inner());
+    let entry = users.entry(name.to_string()).or_insert((0, false));
+    if entry.0 == 0 && !user_exists(name) {
+        let mut cmd = Command::new("useradd");
+        cmd.args([
+            "--system",
+            "--no-create-home",
+            "--shell",
+            "/usr/sbin/nologin",
+        ]);
+        if !groups.is_empty() {
+            cmd.args(["-G", &groups.join(",")]);
+        }
+        let ok = cmd
+            .arg(name)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "useradd {name} failed");
+        entry.1 = true;
+    }
+    entry.0 += 1;
+    TestUser {
+        name: name.to_string(),
+    }
+}
+
+impl Drop for TestUser {
+    fn drop(&mut self) {
+        let mut users = TEST_USERS.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(entry) = users.get_mut(&self.name) else {
+            return;
+        };
+        entry.0 = entry.0.saturating_sub(1);
+        if entry.0 == 0 {
+            if entry.1 {
+                let _ = Command::new("userdel")
+                    .arg(&self.name)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+            }
+            users.remove(&self.name);
+        }
+    }
+}

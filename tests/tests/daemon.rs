@@ -62,24 +62,6 @@ impl Drop for Daemon {
     }
 }
 
-fn add_user(name: &str, groups: &[&str]) {
-    let mut cmd = Command::new("useradd");
-    cmd.args([
-        "--system",
-        "--no-create-home",
-        "--shell",
-        "/usr/sbin/nologin",
-    ]);
-    if !groups.is_empty() {
-        cmd.args(["-G", &groups.join(",")]);
-    }
-    let _ = cmd
-        .arg(name)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-}
-
 /// Runs `command` as `user` with that user's groups.
 fn as_user(user: &str, command: Command) -> Command {
     let prog = command.get_program().to_owned();
@@ -109,8 +91,8 @@ fn operators_in_the_group_are_served_and_others_refused() {
         return;
     }
     ensure_accounts();
-    add_user("sysward-test-op", &["sysward"]);
-    add_user("sysward-test-out", &[]);
+    let _op = test_user("sysward-test-op", &["sysward"]);
+    let _out = test_user("sysward-test-out", &[]);
     let server = scenario(&done_scenario(4));
     let p = TestProject::new("daemon-peers");
     p.init_conf(&server, "")
@@ -323,7 +305,7 @@ fn a_group_member_approves_through_the_daemon() {
         return;
     }
     ensure_accounts();
-    add_user("sysward-test-op", &["sysward"]);
+    let _op = test_user("sysward-test-op", &["sysward"]);
     let p = TestProject::new("daemon-approve");
     // Outside the project, so that strict mode asks.
     let marker = std::path::PathBuf::from(format!(

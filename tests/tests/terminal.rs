@@ -232,20 +232,8 @@ fn daemon_cli_in_tmux_as_a_group_member() {
         eprintln!("\n*** SKIPPED daemon_cli_in_tmux: tmux is not installed (scripts/test.sh installs it). ***\n");
         return;
     };
-    let user = "sysward-test-term";
-    let _ = Command::new("useradd")
-        .args([
-            "--system",
-            "--no-create-home",
-            "--shell",
-            "/usr/sbin/nologin",
-            "-G",
-            "sysward",
-            user,
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+    let account = test_user("sysward-test-term", &["sysward"]);
+    let user = account.name();
     let server = scenario(
         r#"{"steps":[
         {"expect":{"last_message_contains":"uptime please"},
