@@ -317,6 +317,9 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
     let reader_fd = conn.try_clone()?;
     let tx = Channel::new(conn);
     tx.force_send_buffer(sysward_ipc::operator::OPERATOR_ANSWER_MAX)?;
+    // An idle client holds a slot only until the handshake timeout.
+    set_receive_timeout(&reader_fd, HANDSHAKE_TIMEOUT)?;
+    let timeout_fd = reader_fd.try_clone()?;
     let mut rx = Channel::new(reader_fd);
     match rx.recv::<OperatorRequest>() {
         Ok(OperatorRequest::Hello { build }) if build == BUILD_VERSION => {}
@@ -333,13 +336,21 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
             })?;
             bail!("operator did not open with hello");
         }
-        Err(e) => bail!("operator connection: {e}"),
+        Err(e) if e.to_string().contains("EAGAIN") => bail!(
+            "a client said nothing within {} s of connecting: dropped",
+            HANDSHAKE_TIMEOUT.as_secs()
+        ),
+        Err(e) => bail!("{e}"),
     }
     tx.send(&OperatorAnswer::Welcome {
         build: BUILD_VERSION.to_string(),
         broker_pid: std::process::id(),
     })?;
-    let (mode, opts) = match rx.recv::<OperatorRequest>() {
+    let first = rx.recv::<OperatorRequest>();
+    // Past the handshake a CLI session may rightly wait for its person.
+    set_receive_timeout(&timeout_fd, std::time::Duration::ZERO)?;
+    drop(timeout_fd);
+    let (mode, opts) = match first {
         Ok(OperatorRequest::Run(o)) => (SessionMode::Tasks { rerun: o.rerun }, o),
         Ok(OperatorRequest::Cli(o)) => (SessionMode::Cli, o),
         Ok(OperatorRequest::Decide { id, deny_note }) => {
@@ -437,6 +448,72 @@ pub fn operator_gid() -> Result<u32> {
     let group = nix::unistd::Group::from_name(OPERATOR_GROUP)?
         .with_context(|| format!("group {OPERATOR_GROUP} does not exist: create it with `groupadd --system {OPERATOR_GROUP}`"))?;
     Ok(group.gid.as_raw())
+}
+
+/// Operator connections the daemon serves at once, in all.
+pub const MAX_CONNECTIONS: usize = 64;
+/// Operator connections one uid may hold at once: a group member cannot
+/// take every slot from root.
+pub const MAX_CONNECTIONS_PER_UID: usize = 16;
+/// Time a client has to say hello and what it wants, before it is dropped.
+pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The daemon's count of open operator connections, in all and per uid.
+#[derive(Default)]
+pub struct ConnectionSlots {
+    counts: Mutex<(usize, std::collections::HashMap<u32, usize>)>,
+}
+
+/// One taken slot, given back when dropped (the connection's thread ends).
+pub struct ConnectionSlot {
+    slots: Arc<ConnectionSlots>,
+    uid: u32,
+}
+
+impl ConnectionSlots {
+    /// Takes a slot for `uid`, or says why not.
+    pub fn take(slots: &Arc<ConnectionSlots>, uid: u32) -> Result<ConnectionSlot, String> {
+        let mut c = slots.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if c.0 >= MAX_CONNECTIONS {
+            return Err(format!(
+                "the broker already serves {MAX_CONNECTIONS} connections; try again later"
+            ));
+        }
+        let mine = c.1.get(&uid).copied().unwrap_or(0);
+        if mine >= MAX_CONNECTIONS_PER_UID {
+            return Err(format!(
+                "uid {uid} already holds {MAX_CONNECTIONS_PER_UID} connections to the broker; close some first"
+            ));
+        }
+        c.0 += 1;
+        c.1.insert(uid, mine + 1);
+        Ok(ConnectionSlot {
+            slots: Arc::clone(slots),
+            uid,
+        })
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        let mut c = self.slots.counts.lock().unwrap_or_else(|p| p.into_inner());
+        c.0 = c.0.saturating_sub(1);
+        if let Some(n) = c.1.get_mut(&self.uid) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                c.1.remove(&self.uid);
+            }
+        }
+    }
+}
+
+fn set_receive_timeout(fd: &OwnedFd, timeout: std::time::Duration) -> Result<()> {
+    let tv = nix::sys::time::TimeVal::new(
+        timeout.as_secs() as nix::sys::time::time_t,
+        timeout.subsec_micros() as nix::sys::time::suseconds_t,
+    );
+    nix::sys::socket::setsockopt(fd, nix::sys::socket::sockopt::ReceiveTimeout, &tv)?;
+    Ok(())
 }
 
 pub fn accept(listener: &OwnedFd) -> Result<OwnedFd> {

@@ -294,6 +294,7 @@ fn run_daemon(root: Option<PathBuf>, socket: PathBuf) -> Result<i32> {
         .collect();
     // Any sysward action's cgroup, whichever broker started it.
     let actions_cgroup = sysward_broker::cgroup::actions_root();
+    let slots = Arc::new(control::ConnectionSlots::default());
     eprintln!(
         "sysward broker {} listening on {}",
         sysward_ipc::BUILD_VERSION,
@@ -325,12 +326,24 @@ fn run_daemon(root: Option<PathBuf>, socket: PathBuf) -> Result<i32> {
             });
             continue;
         }
+        let slot = match control::ConnectionSlots::take(&slots, cred.uid) {
+            Ok(s) => s,
+            Err(reason) => {
+                let _ = ctx.audit.record_lazy(serde_json::json!({"event": "operator_refused", "pid": cred.pid, "uid": cred.uid, "reason": reason}));
+                let chan = sysward_ipc::Channel::new(conn);
+                let _ = chan.send(&sysward_ipc::operator::OperatorAnswer::Error {
+                    message: format!("refused: {reason}"),
+                });
+                continue;
+            }
+        };
         let ctx = Arc::clone(&ctx);
         let who = format!("uid {} pid {}", cred.uid, cred.pid);
         let spawned = std::thread::Builder::new()
             .name("operator".to_string())
             .stack_size(16 << 20)
             .spawn(move || {
+                let _slot = slot;
                 if let Err(e) = control::serve_connection(ctx, conn, who) {
                     eprintln!("operator connection: {e:#}");
                 }

@@ -404,3 +404,45 @@ fn a_second_broker_on_the_same_socket_is_refused() {
     let out = wait_output(d.client(&[]).spawn().unwrap(), Duration::from_secs(60));
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
 }
+
+#[test]
+fn idle_connections_are_capped_per_user_and_dropped_after_the_handshake_timeout() {
+    if !require_root("idle_connections_are_capped_per_user_and_dropped_after_the_handshake_timeout")
+    {
+        return;
+    }
+    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    ensure_accounts();
+    let server = scenario(&done_scenario(2));
+    let p = TestProject::new("daemon-caps");
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=guarded")
+        .write("01-t.md", "# T\nSay done. No action is needed.\n");
+    let d = Daemon::start(&p, "caps");
+    let addr = UnixAddr::new(&d.socket).unwrap();
+    let open = || {
+        let fd = socket(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &addr).unwrap();
+        fd
+    };
+    // Sixteen idle connections from one uid: each holds a slot.
+    let idle: Vec<_> = (0..16).map(|_| open()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // The seventeenth is refused with the reason.
+    let mut extra = sysward_ipc::Channel::new(open());
+    let answer: sysward_ipc::operator::OperatorAnswer = extra.recv().unwrap();
+    let text = format!("{answer:?}");
+    assert!(text.contains("already holds 16 connections"), "{text}");
+    // After the handshake timeout the idle ones are dropped, and a real
+    // client of the same uid is served.
+    std::thread::sleep(Duration::from_secs(11));
+    let out = wait_output(d.client(&[]).spawn().unwrap(), Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    drop(idle);
+}
