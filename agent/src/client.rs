@@ -477,14 +477,16 @@ pub struct HttpOk {
 }
 
 impl Client {
-    /// One request with up to three retries (1, 2, 4 s; Retry-After honoured)
-    /// on connection errors, 5xx and 429; none on other 4xx.
+    /// One request with up to `retries` retries (1, 2, 4 s; Retry-After
+    /// honoured; at most three) on connection errors, 5xx and 429; none on
+    /// other 4xx.
     pub fn request(
         &mut self,
         link: &mut Link,
         endpoint: ModelEndpoint,
         body: Vec<u8>,
         stream: bool,
+        retries: usize,
     ) -> Result<HttpOk, ModelError> {
         if body.len() > MODEL_BODY_MAX {
             // The channel would refuse it and end the session: treat it as a
@@ -532,7 +534,7 @@ impl Client {
                     )
                 }
             };
-            if !retryable || attempt >= BACKOFF_SECS.len() {
+            if !retryable || attempt >= retries.min(BACKOFF_SECS.len()) {
                 return Err(err);
             }
             let wait = match retry_after {
@@ -551,7 +553,13 @@ impl Client {
     /// `POST chat/completions` and the parsed completion.
     pub fn chat(&mut self, link: &mut Link, body: &Value) -> Result<Completion, ModelError> {
         let bytes = serde_json::to_vec(body).map_err(|e| ModelError::Failed(e.to_string()))?;
-        let ok = self.request(link, ModelEndpoint::ChatCompletions, bytes, self.stream)?;
+        let ok = self.request(
+            link,
+            ModelEndpoint::ChatCompletions,
+            bytes,
+            self.stream,
+            BACKOFF_SECS.len(),
+        )?;
         parse_completion(&ok.content_type, &ok.body).map_err(|e| {
             if is_context_error(400, &e, &ok.body) {
                 ModelError::ContextExceeded(e)
@@ -575,7 +583,9 @@ impl Client {
         let mut facts = ServerFacts::default();
         let mut train = None;
         if want_context {
-            match self.request_once(link, ModelEndpoint::Models) {
+            // No retries: a server that is down must not cost seven seconds
+            // of backoff per endpoint before the session can say so.
+            match self.request(link, ModelEndpoint::Models, Vec::new(), false, 0) {
                 Ok(ok) => {
                     if let Ok(v) = serde_json::from_slice::<Value>(&ok.body) {
                         let (direct, t) = context_from_models(&v, model);
@@ -590,7 +600,7 @@ impl Client {
         let need_props = want_caps || (want_context && facts.context.is_none());
         // A server that did not answer `models` will not answer `/props`.
         if need_props && facts.models_error.is_none() {
-            match self.request_once(link, ModelEndpoint::Props) {
+            match self.request(link, ModelEndpoint::Props, Vec::new(), false, 0) {
                 Ok(ok) => {
                     if let Ok(v) = serde_json::from_slice::<Value>(&ok.body) {
                         if want_context && facts.context.is_none() {
@@ -607,31 +617,6 @@ impl Client {
             facts.context = train;
         }
         Ok(facts)
-    }
-
-    /// One request without retries: discovery must not cost a down server
-    /// seven seconds of backoff per endpoint before the session can say so.
-    fn request_once(
-        &mut self,
-        link: &mut Link,
-        endpoint: ModelEndpoint,
-    ) -> Result<HttpOk, ModelError> {
-        match link.model(ModelRequest::new(endpoint, Vec::new(), false))? {
-            ModelReply::Http {
-                status,
-                content_type,
-                body,
-                ..
-            } if (200..300).contains(&status) => Ok(HttpOk { content_type, body }),
-            ModelReply::Http { status, body, .. } => Err(http_error(status, endpoint, &body)),
-            ModelReply::Failed {
-                kind: ModelFailure::Cancelled,
-                ..
-            } => Err(ModelError::Stop(Stop::Cancelled)),
-            ModelReply::Failed { kind, message } => {
-                Err(ModelError::Failed(failure_text(kind, &message)))
-            }
-        }
     }
 }
 

@@ -662,6 +662,7 @@ fn start(s: &mut Session) -> Result<(), Stop> {
         s.save_context()?;
     }
     let configured = s.setup.model.context_size.filter(|n| *n > 0);
+    s.context_size = configured;
     let want_caps = s.native && s.setup.model.tool_calling == ToolCalling::Auto;
     let idle = s.tasks_mode() && s.setup.tasks.is_empty();
     if (configured.is_none() || want_caps) && !idle {
@@ -689,9 +690,6 @@ fn start(s: &mut Session) -> Result<(), Stop> {
             s.state
                 .journal("warning", "template without tool support: text protocol");
         }
-    }
-    if configured.is_some() {
-        s.context_size = configured;
     }
     s.choose_schema();
     let mode = if s.tasks_mode() { "tasks" } else { "cli" };

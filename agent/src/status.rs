@@ -50,17 +50,20 @@ impl Problem {
         }
     }
 
-    /// The reason recorded with FAILED when the restated answer still has it.
-    pub fn failure_reason(self) -> &'static str {
+    /// What is wrong with the answer, in a few words.
+    pub fn what(self) -> &'static str {
         match self {
-            Problem::Missing => "the final answer had no status line, also after one reminder",
-            Problem::Unclear => {
-                "the final answer named several statuses or echoed the instruction, also after one reminder"
-            }
+            Problem::Missing => "the final answer had no status line",
+            Problem::Unclear => "the final answer named several statuses or echoed the instruction",
             Problem::DoneWithoutEvidence => {
-                "the model claimed DONE but no action of the task succeeded, also after one reminder"
+                "the model claimed DONE but no action of the task succeeded"
             }
         }
+    }
+
+    /// The reason recorded with FAILED when the restated answer still has it.
+    pub fn failure_reason(self) -> String {
+        format!("{}, also after one reminder", self.what())
     }
 }
 

@@ -37,7 +37,7 @@ pub enum TurnEnd {
     Answer {
         text: String,
         steps: u32,
-        status: Option<(TaskStatus, Option<&'static str>)>,
+        status: Option<(TaskStatus, Option<String>)>,
     },
     /// The step budget ran out while the model still wanted tools.
     Incomplete { steps: u32, last_text: String },
@@ -306,7 +306,7 @@ impl Session {
                         Err(status::Problem::DoneWithoutEvidence) if pending_approvals > 0 => {
                             let why = "an action of the task waits for a person's approval (sysward approvals)";
                             self.state.journal("status", why);
-                            judged = Some((TaskStatus::Blocked, Some(why)));
+                            judged = Some((TaskStatus::Blocked, Some(why.to_string())));
                         }
                         Err(problem) if !status_asked => {
                             status_asked = true;
@@ -318,7 +318,7 @@ impl Session {
                             }
                             self.link.warn(format!(
                                 "status not accepted ({}): asking the model once to restate",
-                                problem.failure_reason().split(',').next().unwrap_or("")
+                                problem.what()
                             ))?;
                             self.msgs.push(Msg::results(problem.restate_prompt()));
                             step -= 1; // asking for the status is not a working step
@@ -326,7 +326,7 @@ impl Session {
                         }
                         Err(problem) => {
                             let why = problem.failure_reason();
-                            self.state.journal("status", why);
+                            self.state.journal("status", &why);
                             judged = Some((TaskStatus::Failed, Some(why)));
                         }
                     }

@@ -438,12 +438,12 @@ impl Audit {
         record.insert("time".into(), json!(now_rfc3339()));
         record.insert("prev".into(), json!(state.last_hash));
         record.insert("event".into(), bound_strings(event, FIELD_MAX));
-        let mut line = serde_json::to_vec(&Value::Object(record.clone()))?;
+        let mut line = serde_json::to_vec(&record)?;
         if line.len() > RECORD_MAX {
             // Many long fields: cut them all shorter.
             let event = record.remove("event").unwrap_or(Value::Null);
             record.insert("event".into(), bound_strings(event, FIELD_MAX_TIGHT));
-            line = serde_json::to_vec(&Value::Object(record))?;
+            line = serde_json::to_vec(&record)?;
         }
         let hash = hash_hex(&line);
         line.pop(); // the closing brace

@@ -59,14 +59,7 @@ impl BrokerDir {
 impl Drop for BrokerDir {
     fn drop(&mut self) {
         // Action cgroups remove themselves; an empty leftover goes too.
-        if let Ok(children) = fs::read_dir(&self.path) {
-            for child in children.flatten() {
-                if child.file_type().is_ok_and(|t| t.is_dir()) {
-                    let _ = fs::remove_dir(child.path());
-                }
-            }
-        }
-        let _ = fs::remove_dir(&self.path);
+        let _ = remove_tree(&self.path);
     }
 }
 

@@ -11,7 +11,7 @@ use nix::sys::socket::{
 use nix::unistd::{chown, Gid, Uid};
 use std::fs;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
@@ -127,34 +127,17 @@ pub fn listen_control(path: &Path, operator_gid: u32) -> Result<OwnedFd> {
 /// replacing its socket (the first would be orphaned and its clients told
 /// it crashed).
 fn hold_instance_lock(socket: &Path) -> Result<()> {
-    use std::io::{Read, Seek, Write};
-    let lock_path = socket.with_extension("lock");
-    let mut file = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&lock_path)
-        .with_context(|| format!("cannot open {}", lock_path.display()))?;
-    // SAFETY: flock on a descriptor this function owns.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let mut pid = String::new();
-        let _ = file.read_to_string(&mut pid);
-        bail!(
-            "a sysward broker is already running on {} (pid {}); stop it first (systemctl stop sysward) or use another --socket",
-            socket.display(),
-            pid.trim()
-        );
+    match crate::project::take_pid_lock(&socket.with_extension("lock"))? {
+        // The lock is held until the process exits.
+        Ok(lock) => {
+            std::mem::forget(lock);
+            Ok(())
+        }
+        Err(pid) => bail!(
+            "a sysward broker is already running on {} (pid {pid}); stop it first (systemctl stop sysward) or use another --socket",
+            socket.display()
+        ),
     }
-    file.set_len(0)?;
-    file.rewind()?;
-    writeln!(file, "{}", std::process::id())?;
-    // The lock is held until the process exits.
-    std::mem::forget(file);
-    Ok(())
 }
 
 /// Decides whether a connected peer may act as an operator: root or a member of

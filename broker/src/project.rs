@@ -328,27 +328,34 @@ pub fn open_lock_file(path: &Path) -> Result<File> {
         .with_context(|| format!("cannot open lock {}", path.display()))
 }
 
+/// Takes an exclusive flock on `path` without waiting and writes this
+/// process's pid into it. `Ok(Err(pid))` when another process holds it: the
+/// pid it wrote, for the message.
+pub fn take_pid_lock(path: &Path) -> Result<std::result::Result<nix::fcntl::Flock<File>, String>> {
+    let file = open_lock_file(path)?;
+    let mut lock = match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+    {
+        Ok(lock) => lock,
+        Err((mut file, _)) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            return Ok(Err(holder.trim().to_string()));
+        }
+    };
+    lock.set_len(0)?;
+    write!(lock, "{}", std::process::id())?;
+    Ok(Ok(lock))
+}
+
 impl ProjectLock {
     pub fn acquire(layout: &Layout) -> Result<ProjectLock> {
         ensure_private_dir(&layout.agent_dir())?;
-        let file = open_lock_file(&layout.lock_file())?;
-        let mut lock = match nix::fcntl::Flock::lock(
-            file,
-            nix::fcntl::FlockArg::LockExclusiveNonblock,
-        ) {
-            Ok(lock) => lock,
-            Err((mut file, _)) => {
-                let mut holder = String::new();
-                let _ = file.read_to_string(&mut holder);
-                bail!(
-                    "another sysward session is running on this project (pid {}); wait for it or stop it. The lock frees itself when that process dies",
-                    holder.trim()
-                );
-            }
-        };
-        lock.set_len(0)?;
-        write!(lock, "{}", std::process::id())?;
-        Ok(ProjectLock { _lock: lock })
+        match take_pid_lock(&layout.lock_file())? {
+            Ok(lock) => Ok(ProjectLock { _lock: lock }),
+            Err(holder) => bail!(
+                "another sysward session is running on this project (pid {holder}); wait for it or stop it. The lock frees itself when that process dies"
+            ),
+        }
     }
 }
 

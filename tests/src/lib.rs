@@ -162,16 +162,20 @@ pub fn scenario(json: &str) -> Handle {
     ScriptedServer::start(Scenario::from_str(json).unwrap()).unwrap()
 }
 
-/// Runs `sysward args…` to completion (killed after `timeout`).
-pub fn run_sysward(args: &[&str], timeout: Duration) -> Output {
-    let child = Command::new(sysward())
+/// Starts `sysward args…` with no stdin and its output piped.
+pub fn spawn_sysward(args: &[&str]) -> std::process::Child {
+    Command::new(sysward())
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
-    wait_output(child, timeout)
+        .unwrap()
+}
+
+/// Runs `sysward args…` to completion (killed after `timeout`).
+pub fn run_sysward(args: &[&str], timeout: Duration) -> Output {
+    wait_output(spawn_sysward(args), timeout)
 }
 
 pub fn wait_output(mut child: std::process::Child, timeout: Duration) -> Output {

@@ -6,18 +6,12 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 use sysward_tests::*;
 
 fn actions_top() -> Option<PathBuf> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mount = mountinfo.lines().find_map(|line| {
-        let (left, right) = line.split_once(" - ")?;
-        (right.split_whitespace().next()? == "cgroup2")
-            .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
-    })?;
-    Some(mount.join("sysward"))
+    sysward_broker::cgroup::v2_mount().map(|m| m.join("sysward"))
 }
 
 #[test]
@@ -55,13 +49,7 @@ fn brokers_remove_their_own_cgroup_and_spare_other_namespaces() {
     p.init_conf(&server, "")
         .agent_md("EXECUTION_MODE=guarded")
         .write("01-t.md", "# T\nPrint the kernel release.\n");
-    let child = Command::new(sysward())
-        .args(["run", "--root", p.dir.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_sysward(&["run", "--root", p.dir.to_str().unwrap()]);
     let broker_pid = child.id();
     let out = wait_output(child, Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
