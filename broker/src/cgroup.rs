@@ -44,33 +44,68 @@ fn pid_namespace() -> Option<u64> {
 }
 
 /// This broker's own directory under `top` (`b<pidns>-<pid>-<start time>`),
-/// where its action cgroups go, removed when it is dropped (the broker's
-/// normal exit), so that a later broker finds only what a dead one left.
+/// where its action cgroups go, removed when the last context of this process
+/// that uses it is dropped (the broker's normal exit), so that a later broker
+/// finds only what a dead one left. Contexts of one process (tests, benches)
+/// share it: the name is the process's.
 pub struct BrokerDir {
+    shared: std::sync::Arc<OwnedDir>,
+}
+
+struct OwnedDir {
     path: PathBuf,
 }
 
 impl BrokerDir {
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.shared.path
     }
 }
 
-impl Drop for BrokerDir {
+/// The directories this process's contexts hold.
+static SHARED: std::sync::Mutex<Vec<std::sync::Weak<OwnedDir>>> = std::sync::Mutex::new(Vec::new());
+
+impl Drop for OwnedDir {
     fn drop(&mut self) {
+        let shared = SHARED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A context made while this one was being dropped holds it anew.
+        if shared
+            .iter()
+            .any(|w| w.upgrade().is_some_and(|d| d.path == self.path))
+        {
+            return;
+        }
         // Action cgroups remove themselves; an empty leftover goes too.
         let _ = remove_tree(&self.path);
     }
 }
 
+/// Creates (or joins, within this process) this broker's directory under
+/// `top`.
 pub fn broker_root(top: &Path) -> Option<BrokerDir> {
     let pid = std::process::id();
     let dir = top.join(format!("b{}-{pid}-{}", pid_namespace()?, start_time(pid)?));
-    match fs::create_dir(&dir) {
-        Ok(()) => Some(BrokerDir { path: dir }),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Some(BrokerDir { path: dir }),
-        Err(_) => None,
+    let mut shared = SHARED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    shared.retain(|w| w.strong_count() > 0);
+    if let Some(live) = shared
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .find(|d| d.path == dir)
+    {
+        return Some(BrokerDir { shared: live });
     }
+    match fs::create_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(_) => return None,
+    }
+    let owned = std::sync::Arc::new(OwnedDir { path: dir });
+    shared.push(std::sync::Arc::downgrade(&owned));
+    Some(BrokerDir { shared: owned })
 }
 
 /// Who left a directory under `top`, from its name.

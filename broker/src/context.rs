@@ -18,6 +18,7 @@ pub fn broker_context_with_binaries(
     sysward_sandbox::set_non_dumpable().context("cannot make the broker non-dumpable")?;
     project::ensure_private_dir(&layout.agent_dir())?;
     project::ensure_private_dir(&layout.tmp_dir())?;
+    crate::approvals::Approvals::open(&layout)?;
     let audit = audit::Audit::open(&layout.audit_log(), &layout.audit_head())?;
     let secrets = crate::secrets::SecretStore::load(&layout).context("cannot load the secrets")?;
     for w in secrets.warnings() {
@@ -31,8 +32,12 @@ pub fn broker_context_with_binaries(
         }
         cgroup::broker_root(&top)
     });
+    let exec_path = spawn::checked(bin_dir, "sysward-exec")?;
+    let agent_path = spawn::checked(bin_dir, "sysward-agent")?;
+    let gateway_path = spawn::checked(bin_dir, "sysward-gateway")?;
+    let pinned = crate::pinned::Pinned::open(&layout, &[&exec_path, &agent_path, &gateway_path])?;
     let runner = action::Runner::new(
-        spawn::checked(bin_dir, "sysward-exec")?,
+        exec_path,
         cgroup_dir.as_ref().map(|d| d.path().to_path_buf()),
         layout.tmp_dir(),
     );
@@ -43,8 +48,9 @@ pub fn broker_context_with_binaries(
         audit: Arc::new(audit),
         secrets: Arc::new(secrets),
         runner,
-        agent_path: spawn::checked(bin_dir, "sysward-agent")?,
-        gateway_path: spawn::checked(bin_dir, "sysward-gateway")?,
+        agent_path,
+        gateway_path,
+        pinned,
         hostname,
         layout,
         cgroup_dir,

@@ -424,6 +424,12 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
         },
         &operator,
     );
+    if let Some(why) = ctx.pinned.stopped() {
+        // Every later session would meet the same moved paths: the daemon
+        // ends, and its unit does not restart it on this exit code.
+        eprintln!("sysward: {why}");
+        std::process::exit(session::exit::STOPPED);
+    }
     Ok(())
 }
 

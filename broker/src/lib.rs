@@ -16,6 +16,7 @@ pub mod doctor;
 pub mod gateway_link;
 pub mod mountns;
 pub mod operator;
+pub mod pinned;
 pub mod project;
 pub mod redact;
 pub mod retry;

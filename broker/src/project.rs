@@ -395,38 +395,62 @@ pub fn random_hex(n: usize) -> Result<String> {
 /// namespace, so the broker never replaces one while such an action runs.
 pub static PROTECTED_REPLACE: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
-/// Writes `bytes` to `path` atomically with mode 0600: a temporary file unique
-/// to this process and call (O_EXCL, never through a symlink), fsync, rename
-/// over the target, fsync of the directory. The temporary is removed on failure.
-/// Waits for running actions that can write (see [`PROTECTED_REPLACE`]).
+/// Writes `bytes` to `path` atomically with mode 0600, through a descriptor
+/// of its directory opened now (see [`write_atomic_in`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().context("path has no parent")?;
+    let name = path.file_name().context("path has no file name")?;
+    let dir_file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)
+        .with_context(|| format!("cannot open the directory {}", dir.display()))?;
+    write_atomic_in(std::os::fd::AsFd::as_fd(&dir_file), dir, name, bytes)
+}
+
+/// Writes `bytes` as `name` in the directory `dir` (`shown` names it in
+/// errors) atomically with mode 0600: a temporary file unique to this process
+/// and call (O_EXCL, never through a symlink), fsync, rename over the target,
+/// fsync of the directory; everything relative to `dir`, so a path renamed in
+/// the meantime cannot redirect it. The temporary is removed on failure.
+/// Waits for running actions that can write (see [`PROTECTED_REPLACE`]).
+pub fn write_atomic_in(
+    dir: std::os::fd::BorrowedFd<'_>,
+    shown: &Path,
+    name: &std::ffi::OsStr,
+    bytes: &[u8],
+) -> Result<()> {
+    use nix::fcntl::{openat, renameat, OFlag};
+    use nix::sys::stat::Mode;
     let _no_action_runs = PROTECTED_REPLACE
         .write()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let dir = path.parent().context("path has no parent")?;
-    let name = path
-        .file_name()
-        .context("path has no file name")?
-        .to_string_lossy();
     let unique = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.tmp-{}-{unique}", std::process::id()));
+    let tmp = format!(
+        ".{}.tmp-{}-{unique}",
+        name.to_string_lossy(),
+        std::process::id()
+    );
+    let target = shown.join(name);
     let result = (|| -> Result<()> {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)
-            .with_context(|| format!("cannot create {}", tmp.display()))?;
+        let fd = openat(
+            dir,
+            tmp.as_str(),
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )
+        .with_context(|| format!("cannot create {}", shown.join(&tmp).display()))?;
+        let mut f = File::from(fd);
         f.write_all(bytes)?;
         f.sync_all()?;
-        fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))?;
-        File::open(dir)?.sync_all()?;
+        renameat(dir, tmp.as_str(), dir, name)
+            .with_context(|| format!("cannot replace {}", target.display()))?;
+        nix::unistd::fsync(dir).with_context(|| format!("cannot sync {}", shown.display()))?;
         Ok(())
     })();
     if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+        let _ = nix::unistd::unlinkat(dir, tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
     }
     result
 }

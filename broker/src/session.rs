@@ -46,6 +46,9 @@ pub mod exit {
     pub const BLOCKED: i32 = 2;
     pub const FAILED: i32 = 3;
     pub const INCOMPLETE: i32 = 4;
+    /// The broker stopped: its own paths changed under it (see
+    /// `crate::pinned`). The service unit does not restart it on this code.
+    pub const STOPPED: i32 = 5;
     pub const CANCELLED: i32 = 130;
 }
 
@@ -66,6 +69,9 @@ pub struct BrokerContext {
     pub hostname: String,
     /// This broker's cgroup directory, removed when the context is dropped.
     pub cgroup_dir: Option<crate::cgroup::BrokerDir>,
+    /// Its own paths as opened at start-up, checked after every action that
+    /// can write.
+    pub pinned: crate::pinned::Pinned,
 }
 
 #[derive(Debug, Clone)]
@@ -105,6 +111,13 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
         op.finished(&summary);
         return summary;
     }
+    if let Err(why) = check_pinned(ctx, &id, None) {
+        summary.error = Some(why);
+        summary.exit_code = exit::STOPPED;
+        let _ = ctx.audit.record(json!({"event": "session_end", "session": id, "exit_code": exit::STOPPED, "error": summary.error}));
+        op.finished(&summary);
+        return summary;
+    }
     let result = Session::start(ctx, &req, &id, op).and_then(|mut s| {
         let _ = ctx.audit.record(json!({
             "event": "session_ready", "session": id,
@@ -120,19 +133,57 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
         summary.error = Some(format!("{e:#}"));
     }
     summary.duration_ms = started.elapsed().as_millis() as u64;
-    summary.exit_code = exit_code(&summary, op.cancel_token().is_cancelled());
+    let stopped = ctx.pinned.stopped().is_some();
+    summary.exit_code = exit_code(&summary, op.cancel_token().is_cancelled(), stopped);
     let _ = ctx.audit.record(json!({
         "event": "session_end", "session": id, "exit_code": summary.exit_code,
         "actions": summary.actions, "denials": summary.denials,
         "error": summary.error, "duration_ms": summary.duration_ms,
         "tasks": summary.outcomes.iter().map(|o| json!({"task": o.name, "status": o.status.as_str(), "steps": o.steps})).collect::<Vec<_>>(),
     }));
-    let _ = ctx.audit.anchor();
+    // A stopped broker's paths may lead elsewhere: the anchor stays behind
+    // the log (which is written through the descriptor opened at start-up).
+    if !stopped {
+        let _ = ctx.audit.anchor();
+    }
     op.finished(&summary);
     summary
 }
 
-fn exit_code(summary: &SessionSummary, cancelled: bool) -> i32 {
+/// Checks that the broker's own paths still name what it opened at start-up
+/// (see [`crate::pinned`]). On the first change the broker stops: the change
+/// is audited, and this and every later check fail with the reason.
+pub fn check_pinned(
+    ctx: &BrokerContext,
+    session: &str,
+    action: Option<&str>,
+) -> Result<(), String> {
+    if let Some(why) = ctx.pinned.stopped() {
+        return Err(why.to_string());
+    }
+    let changes = ctx.pinned.changes();
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let after = action.map_or("before the session".to_string(), |a| {
+        format!("after action {a}")
+    });
+    let why = format!(
+        "the broker stopped: its own paths changed ({after}): {}. No further action runs; inspect the host, restore the paths and restart sysward",
+        changes.join("; ")
+    );
+    let _ = ctx.audit.record(json!({
+        "event": "broker_stopped", "session": session, "action": action,
+        "reason": "sysward's own paths changed", "changes": changes,
+    }));
+    ctx.pinned.stop(why.clone());
+    Err(why)
+}
+
+fn exit_code(summary: &SessionSummary, cancelled: bool, stopped: bool) -> i32 {
+    if stopped {
+        return exit::STOPPED;
+    }
     if cancelled {
         return exit::CANCELLED;
     }
@@ -425,6 +476,9 @@ impl<'a> Session<'a> {
                 AgentRequest::Tool(tool) => {
                     let result = self.tool(tool);
                     self.answer(AgentAnswer::Tool(result))?;
+                    if let Some(why) = self.ctx.pinned.stopped() {
+                        anyhow::bail!("{why}");
+                    }
                 }
                 AgentRequest::LoadState(file) => {
                     let content = self.load_state(file);
@@ -468,7 +522,7 @@ impl<'a> Session<'a> {
                     if let (Some(sha), true) = (sha, outcome.status != TaskStatus::Skipped) {
                         outcome.sha256 = sha.clone();
                         self.records.set(&outcome.name, &sha, outcome.status);
-                        if let Err(e) = self.records.save(&self.ctx.layout) {
+                        if let Err(e) = self.records.save(&self.ctx.layout, &self.ctx.pinned) {
                             self.op.event(&AgentEvent::Warning(format!(
                                 "cannot record the task outcome: {e:#}"
                             )));
@@ -594,7 +648,7 @@ impl<'a> Session<'a> {
                 file.file_name()
             );
         }
-        crate::project::write_atomic(&self.state_path(file), content)
+        self.ctx.pinned.write(&self.state_path(file), content)
     }
 
     fn fill(&self, summary: &mut SessionSummary) {
@@ -1102,6 +1156,11 @@ impl<'a> Session<'a> {
             .flatten()
             .collect();
         notes.extend(retries);
+        if profile.can_write() {
+            if let Err(why) = check_pinned(self.ctx, &self.id, Some(&action_id)) {
+                notes.push(why);
+            }
+        }
         let mut change = None;
         let outcome_ran = outcome.ending != Ending::NotRun;
         match outcome.ending {

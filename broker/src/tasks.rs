@@ -3,7 +3,7 @@
 //! is skipped: a task whose run needed an approval that nobody gave ends
 //! BLOCKED whatever the model claimed, and must run again next time.
 
-use crate::project::{write_atomic, Layout};
+use crate::project::Layout;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -39,8 +39,9 @@ impl TaskRecords {
             .unwrap_or_default()
     }
 
-    pub fn save(&self, layout: &Layout) -> Result<()> {
-        write_atomic(&path(layout), &serde_json::to_vec_pretty(self)?)
+    /// Written through the broker's held directory (see [`crate::pinned`]).
+    pub fn save(&self, layout: &Layout, pinned: &crate::pinned::Pinned) -> Result<()> {
+        pinned.write(&path(layout), &serde_json::to_vec_pretty(self)?)
     }
 
     /// True when `task` ended DONE with exactly this content.
