@@ -143,7 +143,7 @@ fn populated(dir: &Path) -> bool {
 }
 
 /// Removes `dir`'s empty child cgroups, then `dir`; whether it is gone.
-fn remove_tree(dir: &Path) -> bool {
+pub fn remove_tree(dir: &Path) -> bool {
     if let Ok(children) = fs::read_dir(dir) {
         for child in children.flatten() {
             if child.file_type().is_ok_and(|t| t.is_dir()) {

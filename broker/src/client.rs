@@ -10,7 +10,7 @@ use sysward_ipc::operator::{OperatorAnswer, OperatorRequest, RunOptions};
 use sysward_ipc::{Channel, BUILD_VERSION};
 
 pub fn run(socket_path: &Path, mode: SessionMode, dry_run: bool, json: bool) -> Result<i32> {
-    let signals = crate::signals::Signals::install()?;
+    let signals = crate::signals::Signals::install_client()?;
     let (writer, mut reader) = connect_and_greet(socket_path)?;
     let opts = RunOptions {
         rerun: matches!(mode, SessionMode::Tasks { rerun: true }),

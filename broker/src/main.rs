@@ -276,16 +276,27 @@ fn run_standalone(
         },
         &op,
     );
+    if signals::stopping() {
+        return Ok(signals::EXIT_TERMINATED);
+    }
     Ok(summary.exit_code)
 }
 
 fn run_daemon(root: Option<PathBuf>, socket: PathBuf) -> Result<i32> {
     require_root("sysward broker")?;
     scrub_environment()?;
+    // Before any thread starts, so that every thread blocks the signals.
+    signals::Signals::install_daemon(socket.clone())?;
     let layout = layout_for(&root)?;
     let gid = control::operator_gid()?;
     let ctx = Arc::new(context::broker_context(layout)?);
     let listener = control::listen_control(&socket, gid)?;
+    signals::listening();
+    if let Some(dir) = ctx.cgroup_dir.as_ref().map(|d| d.path().to_path_buf()) {
+        signals::at_stop(move || {
+            let _ = sysward_broker::cgroup::remove_tree(&dir);
+        });
+    }
     // Service users may never act as operators.
     let project = project::Project::load(ctx.layout.clone())?;
     let refused: Vec<u32> = [&project.conf.agent_user, &project.conf.model_user]

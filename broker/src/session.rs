@@ -111,6 +111,12 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
         op.finished(&summary);
         return summary;
     }
+    if crate::signals::stopping() {
+        summary.error = Some("the broker is stopping (SIGTERM): no new session starts".to_string());
+        op.finished(&summary);
+        return summary;
+    }
+    let _running = crate::signals::register(op.cancel_token());
     if let Err(why) = check_pinned(ctx, &id, None) {
         summary.error = Some(why);
         summary.exit_code = exit::STOPPED;
@@ -449,6 +455,14 @@ impl<'a> Session<'a> {
                 Ok(r) => r,
                 Err(e) => return Err(self.agent_lost(e)),
             };
+            if crate::signals::stopping()
+                && matches!(
+                    request,
+                    AgentRequest::NextInput | AgentRequest::Model(_) | AgentRequest::Tool(_)
+                )
+            {
+                anyhow::bail!("the broker is stopping (SIGTERM): the session ends here");
+            }
             match request {
                 AgentRequest::Hello { .. } => unreachable_state(),
                 AgentRequest::NextInput => {
@@ -1185,7 +1199,11 @@ impl<'a> Session<'a> {
             }
             Ending::Cancelled => {
                 result.status = ToolStatus::Cancelled;
-                notes.push("cancelled by the operator".to_string());
+                notes.push(if crate::signals::stopping() {
+                    "cancelled: the broker is stopping (SIGTERM)".to_string()
+                } else {
+                    "cancelled by the operator".to_string()
+                });
             }
             Ending::NotRun => {
                 result.status = ToolStatus::Error;
