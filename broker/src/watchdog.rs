@@ -95,17 +95,40 @@ mod tests {
         assert!(!String::from_utf8_lossy(&out.stdout).contains("NOT STOPPED"));
     }
 
+    /// Run by the test below in a child process, where no other test's
+    /// abandoned classification keeps the watchdog running.
     #[test]
-    fn nothing_is_watched_while_nothing_is_stuck() {
+    #[ignore = "run by nothing_is_watched_while_nothing_is_stuck"]
+    fn child_watches_an_idle_counter() {
         static IDLE: AtomicUsize = AtomicUsize::new(0);
         watch(&IDLE, 0);
         // The thread sees zero and ends; the watchdog can start again.
-        for _ in 0..100 {
+        for _ in 0..500 {
             if !RUNNING.load(Ordering::SeqCst) {
+                println!("WATCHDOG ENDED");
                 return;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
         panic!("the watchdog kept running with nothing stuck");
+    }
+
+    #[test]
+    fn nothing_is_watched_while_nothing_is_stuck() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "watchdog::tests::child_watches_an_idle_counter",
+                "--ignored",
+                "--nocapture",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("WATCHDOG ENDED"),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
