@@ -25,6 +25,7 @@ pub mod secrets;
 pub mod session;
 pub mod signals;
 pub mod spawn;
+pub mod stale_temps;
 pub mod tasks;
 pub mod terminal;
 pub mod tools;

@@ -124,6 +124,18 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
         op.finished(&summary);
         return summary;
     }
+    // What a broker killed during a file operation left behind.
+    let removed = crate::stale_temps::sweep_noted(&ctx.layout);
+    if !removed.is_empty() {
+        let _ = ctx
+            .audit
+            .record(json!({"event": "stale_temp_removed", "session": id, "paths": removed}));
+        op.event(&AgentEvent::Info(format!(
+            "removed {} temporary file(s) an interrupted file operation left: {}",
+            removed.len(),
+            removed.join(", ")
+        )));
+    }
     let result = Session::start(ctx, &req, &id, op).and_then(|mut s| {
         let _ = ctx.audit.record(json!({
             "event": "session_ready", "session": id,
@@ -1093,10 +1105,25 @@ impl<'a> Session<'a> {
         }
         let timeout = Duration::from_secs(u64::from(profile.timeout_secs.max(1)));
         let cancel = self.op.cancel_token().clone();
-        // A file operation starts only once its record is on disk.
+        // A file operation starts only once its record is on disk, and once
+        // the directories where it may leave a temporary are noted.
+        let temp_dirs = match &spec {
+            sysward_ipc::exec::ExecSpec::File { op, .. } => crate::stale_temps::dirs_of(op),
+            sysward_ipc::exec::ExecSpec::Command { .. } => Vec::new(),
+        };
         if !matches!(spec, sysward_ipc::exec::ExecSpec::Command { .. }) {
             if let Err(e) = settle(&mut pending_audit) {
                 return refused(&mut None, ToolStatus::Error, e);
+            }
+        }
+        if !temp_dirs.is_empty() {
+            if let Err(e) = crate::stale_temps::note(&self.ctx.layout, &self.ctx.pinned, &temp_dirs)
+            {
+                return refused(
+                    &mut pending_audit,
+                    ToolStatus::Error,
+                    format!("cannot note the file operation's directories, so nothing ran: {e:#}"),
+                );
             }
         }
         // Retried only where the command provably did nothing (seed 000): the
@@ -1155,6 +1182,16 @@ impl<'a> Session<'a> {
         };
         if let Some(c) = cgroup {
             self.ctx.runner.release_cgroup(c);
+        }
+        if !temp_dirs.is_empty() {
+            let removed: Vec<String> = temp_dirs
+                .iter()
+                .flat_map(|d| crate::stale_temps::sweep(d))
+                .collect();
+            if !removed.is_empty() {
+                let _ = self.audit(json!({"event": "stale_temp_removed", "session": self.id, "action": action_id, "paths": removed}));
+            }
+            crate::stale_temps::clear(&self.ctx.layout);
         }
         let mut result = ToolResult::refused(call_id, ToolStatus::Ok, String::new());
         result.duration_ms = outcome.duration.as_millis() as u64;

@@ -1,0 +1,167 @@
+//! Temporary files that a killed file operation left behind.
+//!
+//! The executor replaces a file atomically through a temporary next to it,
+//! `.<name>.sysward-<tag>.<pid>.<n>` (the executor's pid), removed when the
+//! operation ends or fails. An executor killed mid-write (or a broker killed
+//! with it) leaves it there: up to the size of the content, possibly in
+//! `/etc`. The broker notes the directories of each file operation before it
+//! runs (in `.agent/file-ops.pending`), sweeps them when it ends, and a later
+//! session sweeps whatever a killed broker noted. Only files of that exact
+//! name pattern, regular, owned by root, whose pid no longer runs, are removed.
+
+use crate::project::Layout;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use sysward_ipc::exec::FileOp;
+
+/// At most this many directories are noted (a file operation has one or two).
+const PENDING_MAX: usize = 64;
+
+fn pending_path(layout: &Layout) -> PathBuf {
+    layout.agent_dir().join("file-ops.pending")
+}
+
+/// The directories where `op` may create a temporary: the parent of the file
+/// it replaces, and the destination itself when that may be a directory.
+pub fn dirs_of(op: &FileOp) -> Vec<PathBuf> {
+    let targets: Vec<&str> = match op {
+        FileOp::WriteFile(a) => vec![&a.path],
+        FileOp::EditFile(a) => vec![&a.path],
+        FileOp::AppendFile(a) => vec![&a.path],
+        FileOp::CopyFile(a) => vec![&a.destination],
+        FileOp::MoveFile(a) => vec![&a.destination],
+        _ => Vec::new(),
+    };
+    let mut dirs = Vec::new();
+    for t in targets {
+        let p = Path::new(t);
+        if let Some(parent) = p.parent() {
+            dirs.push(parent.to_path_buf());
+        }
+        if matches!(op, FileOp::CopyFile(_) | FileOp::MoveFile(_)) {
+            dirs.push(p.to_path_buf());
+        }
+    }
+    dirs.retain(|d| d.is_absolute());
+    dirs.dedup();
+    dirs
+}
+
+/// The pid in a temporary's name, if `name` is one:
+/// `.<anything>.sysward-<tag>.<pid>.<n>` with a lowercase tag.
+fn temp_pid(name: &[u8]) -> Option<u32> {
+    let rest = name.strip_prefix(b".")?;
+    let at = rest.windows(9).rposition(|w| w == b".sysward-")?;
+    if at == 0 {
+        return None;
+    }
+    let tail = std::str::from_utf8(&rest[at + 9..]).ok()?;
+    let mut parts = tail.split('.');
+    let (tag, pid, n) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some()
+        || tag.is_empty()
+        || !tag.bytes().all(|b| b.is_ascii_lowercase())
+        || n.is_empty()
+        || !n.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Removes the stale temporaries in `dir`; returns the removed paths.
+pub fn sweep(dir: &Path) -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return removed;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = temp_pid(name.as_bytes()) else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue; // its executor still runs (or the pid was reused)
+        }
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.file_type().is_file() || meta.uid() != 0 {
+            continue;
+        }
+        if std::fs::remove_file(&path).is_ok() {
+            removed.push(path.display().to_string());
+        }
+    }
+    removed
+}
+
+/// Notes `dirs` before a file operation runs.
+pub fn note(
+    layout: &Layout,
+    pinned: &crate::pinned::Pinned,
+    dirs: &[PathBuf],
+) -> anyhow::Result<()> {
+    let mut text = String::new();
+    for d in dirs.iter().take(PENDING_MAX) {
+        let Some(s) = d.to_str() else { continue };
+        if s.contains('\n') {
+            continue;
+        }
+        text.push_str(s);
+        text.push('\n');
+    }
+    pinned.write(&pending_path(layout), text.as_bytes())
+}
+
+/// Sweeps the directories a broker noted and never cleared (it was killed
+/// during a file operation), then clears the note. Returns the removed paths.
+pub fn sweep_noted(layout: &Layout) -> Vec<String> {
+    let path = pending_path(layout);
+    let mut text = String::new();
+    let read = crate::project::open_regular(&path).and_then(|f| {
+        std::io::Read::read_to_string(&mut std::io::Read::take(f, 64 << 10), &mut text)
+    });
+    if read.is_err() {
+        return Vec::new();
+    }
+    let removed = text
+        .lines()
+        .take(PENDING_MAX)
+        .map(Path::new)
+        .filter(|d| d.is_absolute())
+        .flat_map(sweep)
+        .collect();
+    let _ = std::fs::remove_file(&path);
+    removed
+}
+
+/// Clears the note after the operation ended (and its directories were swept).
+pub fn clear(layout: &Layout) {
+    let _ = std::fs::remove_file(pending_path(layout));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::temp_pid;
+
+    #[test]
+    fn only_the_executors_temporary_names_match() {
+        assert_eq!(temp_pid(b".hosts.sysward-tmp.4242.0"), Some(4242));
+        assert_eq!(temp_pid(b".a.b.conf.sysward-tmp.7.12"), Some(7));
+        for other in [
+            &b"hosts.sysward-tmp.4242.0"[..],
+            b".sysward-tmp.4242.0",
+            b".hosts.sysward-tmp.4242",
+            b".hosts.sysward-tmp.x.0",
+            b".hosts.sysward-TMP.1.0",
+            b".hosts.sysward-tmp.1.0.extra",
+            b".hosts.sysward.20261201-101010.bak",
+            b"hosts",
+        ] {
+            assert_eq!(temp_pid(other), None, "{}", String::from_utf8_lossy(other));
+        }
+    }
+}
