@@ -160,6 +160,16 @@ impl Runner {
         }
     }
 
+    /// Drops the cached rulesets. A ruleset holds a reference to each file
+    /// its walk named one by one, so a file deleted since (a log an operator
+    /// removed to free space) stays allocated while a cached ruleset names
+    /// it: the cache lives no longer than a session.
+    pub fn forget_rulesets(&self) {
+        if let Ok(mut cache) = self.rulesets.lock() {
+            cache.clear();
+        }
+    }
+
     /// The Landlock ruleset of `profile`, from the cache or built now.
     fn ruleset(&self, profile: &ConfinementProfile) -> Result<Arc<OwnedFd>, String> {
         let mut key_profile = profile.clone();

@@ -69,6 +69,10 @@ struct State {
     len: u64,
     /// A record was written without fdatasync (see [`Audit::record_lazy`]).
     unsynced: bool,
+    /// The session whose `session_end` is not in the log yet.
+    open_session: Option<(String, u64)>,
+    /// Why the last append failed, until a session start reports it.
+    last_failure: Option<String>,
 }
 
 /// Holds an exclusive flock on the log for one read-modify-append, so several
@@ -115,6 +119,39 @@ pub struct Verified {
     pub records: u64,
     pub last_hash: String,
     pub first_break: Option<ChainBreak>,
+    /// The last session that started and has no `session_end` (a crash, a
+    /// kill or a full disk cut its record short), with the sequence of its
+    /// last record.
+    pub unfinished: Option<(String, u64)>,
+}
+
+/// A session's start or end, as a record says.
+enum SessionMark {
+    Start(String),
+    End(String),
+}
+
+fn session_mark(record: &Map<String, Value>) -> Option<SessionMark> {
+    let event = record.get("event")?;
+    let id = event.get("session")?.as_str()?.to_string();
+    match event.get("event")?.as_str()? {
+        "session_start" => Some(SessionMark::Start(id)),
+        "session_end" => Some(SessionMark::End(id)),
+        _ => None,
+    }
+}
+
+/// Follows the open session through one record.
+fn track(open: &mut Option<(String, u64)>, mark: Option<SessionMark>, seq: u64) {
+    match mark {
+        Some(SessionMark::Start(id)) => *open = Some((id, seq)),
+        Some(SessionMark::End(id)) if open.as_ref().is_some_and(|(o, _)| *o == id) => *open = None,
+        _ => {
+            if let Some((_, last)) = open {
+                *last = seq;
+            }
+        }
+    }
 }
 
 pub fn now_rfc3339() -> String {
@@ -222,6 +259,7 @@ fn verify_log_at(path: &Path, want: Option<u64>) -> Result<(Verified, Option<Str
     let mut records = 0u64;
     let mut prev = GENESIS.to_string();
     let mut first_break = None;
+    let mut unfinished = None;
     if path.exists() {
         let file = crate::project::open_regular(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
@@ -238,9 +276,10 @@ fn verify_log_at(path: &Path, want: Option<u64>) -> Result<(Verified, Option<Str
             let lineno = records + 1;
             let problem = check_line(&line, lineno, &prev);
             match problem {
-                Ok(hash) => {
+                Ok((hash, mark)) => {
                     prev = hash;
                     records += 1;
+                    track(&mut unfinished, mark, records);
                     if want == Some(records) {
                         hash_at_want = Some(prev.clone());
                     }
@@ -260,12 +299,17 @@ fn verify_log_at(path: &Path, want: Option<u64>) -> Result<(Verified, Option<Str
             records,
             last_hash: prev,
             first_break,
+            unfinished,
         },
         hash_at_want,
     ))
 }
 
-fn check_line(line: &[u8], lineno: u64, prev: &str) -> std::result::Result<String, String> {
+fn check_line(
+    line: &[u8],
+    lineno: u64,
+    prev: &str,
+) -> std::result::Result<(String, Option<SessionMark>), String> {
     if line.len() > MAX_LINE {
         return Err("record longer than the limit".to_string());
     }
@@ -295,7 +339,7 @@ fn check_line(line: &[u8], lineno: u64, prev: &str) -> std::result::Result<Strin
     if stated != actual {
         return Err("content does not match its hash: the record was altered".to_string());
     }
-    Ok(actual)
+    Ok((actual, session_mark(&record)))
 }
 
 /// Writes the anchor in place, one fixed-size write (a zero-padded sequence
@@ -391,12 +435,37 @@ impl Audit {
                 seq: verified.records,
                 last_hash: verified.last_hash,
                 unsynced: false,
+                open_session: verified.unfinished,
+                last_failure: None,
             }),
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// What the next session must record about the one before it, read
+    /// before its own `session_start`: a session whose records stop short of
+    /// its `session_end` (the broker was killed, crashed, or the disk was
+    /// full), and why the last append failed if this process saw it.
+    pub fn gap_note(&self) -> Option<Value> {
+        let mut state = self.state.lock().ok()?;
+        let failure = state.last_failure.take();
+        match (&state.open_session, failure) {
+            (Some((id, last)), failure) => Some(json!({
+                "event": "previous_session_unfinished",
+                "previous_session": id,
+                "last_record": last,
+                "failure": failure,
+                "note": format!("the records of session {id} end at record {last}, before its session_end: the broker was killed or crashed, or the log could not be written (a full disk); what happened after that record is not recorded"),
+            })),
+            (None, Some(failure)) => Some(json!({
+                "event": "audit_write_failed",
+                "failure": failure,
+            })),
+            (None, None) => None,
+        }
     }
 
     /// Appends one event (an object with at least `"event"`), durably.
@@ -431,6 +500,7 @@ impl Audit {
             }
             state.seq = v.records;
             state.last_hash = v.last_hash;
+            state.open_session = v.unfinished;
         }
         let seq = state.seq + 1;
         let mut record = Map::new();
@@ -445,6 +515,7 @@ impl Audit {
             record.insert("event".into(), bound_strings(event, FIELD_MAX_TIGHT));
             line = serde_json::to_vec(&record)?;
         }
+        let mark = session_mark(&record);
         let hash = hash_hex(&line);
         line.pop(); // the closing brace
         line.extend_from_slice(format!(",\"hash\":\"{hash}\"}}\n").as_bytes());
@@ -455,6 +526,7 @@ impl Audit {
             // not run).
             let _ = state.file.set_len(len);
             let _ = state.file.sync_data();
+            state.last_failure = Some(format!("record {seq}: {e}"));
             return Err(anyhow::Error::new(e).context(format!(
                 "cannot append to the audit log {} (the log was cut back to its last complete record)",
                 self.path.display()
@@ -469,6 +541,7 @@ impl Audit {
         state.seq = seq;
         state.last_hash = hash;
         state.len = len + line.len() as u64;
+        track(&mut state.open_session, mark, seq);
         if sync {
             // The anchor follows every durable record, so cutting the log
             // back after a crash is seen.

@@ -389,6 +389,28 @@ pub fn random_hex(n: usize) -> Result<String> {
     Ok(hex(&bytes))
 }
 
+/// A session needs at least this much free space where its audit log is.
+pub const MIN_FREE_BYTES: u64 = 16 << 20;
+
+/// Refuses to start a session when the filesystem of `dir` (where the audit
+/// log is) has less than [`MIN_FREE_BYTES`] free: a record that cannot be
+/// written stops every action, so say so before anything starts.
+pub fn check_free_space(dir: &Path) -> std::result::Result<(), String> {
+    let Ok(st) = nix::sys::statvfs::statvfs(dir) else {
+        return Ok(()); // not measurable: the appends still fail safely
+    };
+    let free = st.blocks_available().saturating_mul(st.fragment_size());
+    if free >= MIN_FREE_BYTES {
+        return Ok(());
+    }
+    Err(format!(
+        "only {} KiB free on the filesystem of {} (the audit log needs at least {} MiB): free some space and run again; nothing ran",
+        free >> 10,
+        dir.display(),
+        MIN_FREE_BYTES >> 20
+    ))
+}
+
 /// Held shared by every running action that can write; taken exclusively by
 /// [`write_atomic`]. Renaming a file over one of sysward's protected files
 /// detaches the read-only bind that protects it in every action's mount

@@ -99,6 +99,12 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
         duration_ms: 0,
         error: None,
     };
+    if let Err(why) = crate::project::check_free_space(&ctx.layout.state_dir) {
+        summary.error = Some(why);
+        op.finished(&summary);
+        return summary;
+    }
+    let gap = ctx.audit.gap_note();
     let audit_start = ctx.audit.record(json!({
         "event": "session_start", "session": id, "operator": req.operator,
         "mode": match req.mode { SessionMode::Cli => "cli", SessionMode::Tasks { .. } => "tasks" },
@@ -124,19 +130,7 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
         op.finished(&summary);
         return summary;
     }
-    // What a broker killed during a file operation left behind.
-    let removed = crate::stale_temps::sweep_noted(&ctx.layout);
-    if !removed.is_empty() {
-        let _ = ctx
-            .audit
-            .record(json!({"event": "stale_temp_removed", "session": id, "paths": removed}));
-        op.event(&AgentEvent::Info(format!(
-            "removed {} temporary file(s) an interrupted file operation left: {}",
-            removed.len(),
-            removed.join(", ")
-        )));
-    }
-    let result = Session::start(ctx, &req, &id, op).and_then(|mut s| {
+    let result = Session::start(ctx, &req, &id, op, gap).and_then(|mut s| {
         let _ = ctx.audit.record(json!({
             "event": "session_ready", "session": id,
             "agent_pid": s.agent.id(), "gateway_pid": s.gateway.pid,
@@ -150,6 +144,7 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
     if let Err(e) = result {
         summary.error = Some(format!("{e:#}"));
     }
+    ctx.runner.forget_rulesets();
     summary.duration_ms = started.elapsed().as_millis() as u64;
     let stopped = ctx.pinned.stopped().is_some();
     summary.exit_code = exit_code(&summary, op.cancel_token().is_cancelled(), stopped);
@@ -196,6 +191,41 @@ pub fn check_pinned(
     }));
     ctx.pinned.stop(why.clone());
     Err(why)
+}
+
+/// Records what the session before this one left unsaid (see
+/// [`crate::audit::Audit::gap_note`]) and removes the temporaries a killed
+/// broker left (see [`crate::stale_temps`]).
+fn record_leftovers(
+    ctx: &BrokerContext,
+    id: &str,
+    op: &dyn Operator,
+    gap: Option<serde_json::Value>,
+) {
+    if let Some(mut note) = gap {
+        note["session"] = json!(id);
+        let text = note["note"].as_str().map(str::to_string).or_else(|| {
+            note["failure"]
+                .as_str()
+                .map(|f| format!("an audit record could not be written: {f}"))
+        });
+        let _ = ctx.audit.record(note);
+        if let Some(text) = text {
+            op.event(&AgentEvent::Warning(text));
+        }
+    }
+    // What a broker killed during a file operation left behind.
+    let removed = crate::stale_temps::sweep_noted(&ctx.layout);
+    if !removed.is_empty() {
+        let _ = ctx
+            .audit
+            .record(json!({"event": "stale_temp_removed", "session": id, "paths": removed}));
+        op.event(&AgentEvent::Info(format!(
+            "removed {} temporary file(s) an interrupted file operation left: {}",
+            removed.len(),
+            removed.join(", ")
+        )));
+    }
 }
 
 fn exit_code(summary: &SessionSummary, cancelled: bool, stopped: bool) -> i32 {
@@ -272,8 +302,12 @@ impl<'a> Session<'a> {
         req: &SessionRequest,
         id: &str,
         op: &'a dyn Operator,
+        gap: Option<serde_json::Value>,
     ) -> Result<Session<'a>> {
         let lock = ProjectLock::acquire(&ctx.layout)?;
+        // Only the lock holder may speak of the session before it (another
+        // one may be running) or sweep what one left.
+        record_leftovers(ctx, id, op, gap);
         let project = Project::load(ctx.layout.clone())?;
         let mut warnings = project.warnings.clone();
         let records = TaskRecords::load(&ctx.layout);
