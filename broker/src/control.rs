@@ -380,7 +380,10 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
         Err(e) => bail!("operator connection: {e}"),
     };
     let cancel = CancelToken::new()?;
-    let (in_tx, in_rx) = mpsc::channel();
+    // Bounded: a client that sends faster than the session takes its input
+    // is held back (the reader stops reading its socket), so a session's
+    // queue never holds more than this many requests.
+    let (in_tx, in_rx) = mpsc::sync_channel(INPUT_QUEUE);
     let reader_cancel = cancel.clone();
     std::thread::Builder::new()
         .name("operator-reader".to_string())
@@ -438,6 +441,9 @@ pub fn operator_gid() -> Result<u32> {
         .with_context(|| format!("group {OPERATOR_GROUP} does not exist: create it with `groupadd --system {OPERATOR_GROUP}`"))?;
     Ok(group.gid.as_raw())
 }
+
+/// Requests one session's operator may have waiting (at most 64 KiB each).
+pub const INPUT_QUEUE: usize = 32;
 
 /// Operator connections the daemon serves at once, in all.
 pub const MAX_CONNECTIONS: usize = 64;
