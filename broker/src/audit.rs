@@ -73,20 +73,24 @@ struct State {
     open_session: Option<(String, u64)>,
     /// Why the last append failed, until a session start reports it.
     last_failure: Option<String>,
+    /// Forward-secure sealing, once set up (see [`crate::seal`]).
+    sealer: Option<crate::seal::Sealer>,
 }
 
 /// Holds an exclusive flock on the log for one read-modify-append, so several
 /// processes can append to one chain.
-struct LogLock<'a>(&'a File);
+/// It holds the descriptor's number, not a borrow: the log's file lives in
+/// the state the caller holds locked, beside the records it appends.
+struct LogLock(std::os::fd::RawFd);
 
-impl<'a> LogLock<'a> {
-    fn take(file: &'a File) -> Result<LogLock<'a>> {
+impl LogLock {
+    fn take(file: &File) -> Result<LogLock> {
         use std::os::fd::AsRawFd;
         loop {
             // SAFETY: flock on an fd we own; no memory is passed.
             let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
             if rc == 0 {
-                return Ok(LogLock(file));
+                return Ok(LogLock(file.as_raw_fd()));
             }
             let err = std::io::Error::last_os_error();
             if err.kind() != std::io::ErrorKind::Interrupted {
@@ -96,12 +100,12 @@ impl<'a> LogLock<'a> {
     }
 }
 
-impl Drop for LogLock<'_> {
+impl Drop for LogLock {
     fn drop(&mut self) {
-        use std::os::fd::AsRawFd;
-        // SAFETY: unlocking an fd we own.
+        // SAFETY: unlocking the log's fd, which outlives this guard (the
+        // state that owns it stays locked meanwhile).
         unsafe {
-            libc::flock(self.0.as_raw_fd(), libc::LOCK_UN);
+            libc::flock(self.0, libc::LOCK_UN);
         }
     }
 }
@@ -255,6 +259,17 @@ fn verify_log(path: &Path) -> Result<Verified> {
 
 /// Walks the log alone, also returning the hash of record `want`.
 fn verify_log_at(path: &Path, want: Option<u64>) -> Result<(Verified, Option<String>)> {
+    walk_log(path, want, |_, _| {})
+}
+
+/// Walks the log, checking the chain, and shows `each` every intact record
+/// (its sequence and the record without its hash). Also returns the hash of
+/// record `want`.
+fn walk_log(
+    path: &Path,
+    want: Option<u64>,
+    mut each: impl FnMut(u64, &Map<String, Value>),
+) -> Result<(Verified, Option<String>)> {
     let mut hash_at_want = None;
     let mut records = 0u64;
     let mut prev = GENESIS.to_string();
@@ -276,10 +291,11 @@ fn verify_log_at(path: &Path, want: Option<u64>) -> Result<(Verified, Option<Str
             let lineno = records + 1;
             let problem = check_line(&line, lineno, &prev);
             match problem {
-                Ok((hash, mark)) => {
+                Ok((hash, record)) => {
                     prev = hash;
                     records += 1;
-                    track(&mut unfinished, mark, records);
+                    track(&mut unfinished, session_mark(&record), records);
+                    each(records, &record);
                     if want == Some(records) {
                         hash_at_want = Some(prev.clone());
                     }
@@ -309,7 +325,7 @@ fn check_line(
     line: &[u8],
     lineno: u64,
     prev: &str,
-) -> std::result::Result<(String, Option<SessionMark>), String> {
+) -> std::result::Result<(String, Map<String, Value>), String> {
     if line.len() > MAX_LINE {
         return Err("record longer than the limit".to_string());
     }
@@ -339,7 +355,71 @@ fn check_line(
     if stated != actual {
         return Err("content does not match its hash: the record was altered".to_string());
     }
-    Ok((actual, session_mark(&record)))
+    Ok((actual, record))
+}
+
+/// The sealing state beside the anchor.
+fn seal_path(head_path: &Path) -> PathBuf {
+    head_path.with_file_name("audit.seal")
+}
+
+/// `sysward audit setup-keys`: creates the sealing state and records the
+/// set-up in the log; returns the verification key (shown once).
+pub fn setup_keys(path: &Path, head_path: &Path) -> Result<String> {
+    let audit = Audit::open(path, head_path)?;
+    let k0 = crate::seal::Sealer::create(&seal_path(head_path))?;
+    audit.record(json!({"event": "seal_setup", "epoch": 0}))?;
+    audit.anchor()?;
+    Ok(crate::seal::format_key(&k0))
+}
+
+/// What the seals say, checked with the operator's key.
+pub struct SealReport {
+    pub seals: u64,
+    /// Records after the last seal: not protected by a seal yet.
+    pub unsealed: u64,
+    pub problem: Option<String>,
+}
+
+/// Checks the seals of the log with the verification key `k0`, and that the
+/// sealing state on the host is where the seals end.
+pub fn verify_seals(path: &Path, head_path: &Path, k0: [u8; 32]) -> Result<SealReport> {
+    let mut check = crate::seal::SealCheck::new(k0);
+    let (verified, _) = walk_log(path, None, |seq, record| {
+        let prev = record.get("prev").and_then(Value::as_str).unwrap_or("");
+        if let Some(event) = record.get("event") {
+            check.record(seq, event, prev);
+        }
+    })?;
+    let mut problem = check.problem.take();
+    if problem.is_none() {
+        if let Some(b) = &verified.first_break {
+            problem = Some(format!(
+                "the chain breaks at record {}: {}",
+                b.line, b.problem
+            ));
+        }
+    }
+    if problem.is_none() {
+        problem = match (check.next_epoch(), crate::seal::read_state(&seal_path(head_path))) {
+            (None, _) => Some(
+                "the log has no sealing set-up record: sealing was never set up for this log, or the log was rewritten from its start".to_string(),
+            ),
+            (Some(_), Err(e)) => Some(format!("{e:#}")),
+            (Some(next), Ok(None)) => Some(format!(
+                "the sealing state is gone (the seals end before epoch {next}): sealing was stopped on the host"
+            )),
+            (Some(next), Ok(Some((epoch, _)))) if epoch != next => Some(format!(
+                "the sealing state is at epoch {epoch} but the log's seals end before epoch {next}: sealed records were removed, or the state was replaced"
+            )),
+            _ => None,
+        };
+    }
+    Ok(SealReport {
+        seals: check.seals,
+        unsealed: check.unsealed,
+        problem,
+    })
 }
 
 /// Writes the anchor in place, one fixed-size write (a zero-padded sequence
@@ -437,6 +517,7 @@ impl Audit {
                 unsynced: false,
                 open_session: verified.unfinished,
                 last_failure: None,
+                sealer: crate::seal::Sealer::open(&seal_path(head_path))?,
             }),
         })
     }
@@ -487,6 +568,31 @@ impl Audit {
             .map_err(|_| anyhow::anyhow!("audit state poisoned"))?;
         let state = &mut *state;
         let _lock = LogLock::take(&state.file)?;
+        let seq = self.append_locked(state, event, sync)?;
+        if sync && state.sealer.as_ref().is_some_and(crate::seal::Sealer::due) {
+            self.seal_locked(state)?;
+        }
+        Ok(seq)
+    }
+
+    /// Appends and seals the epoch (see [`crate::seal`]), with the log lock
+    /// held: a no-op until sealing is set up.
+    fn seal_locked(&self, state: &mut State) -> Result<()> {
+        let Some(sealer) = state.sealer.as_ref() else {
+            return Ok(());
+        };
+        let event =
+            json!({"event": "seal", "epoch": sealer.epoch, "tag": sealer.seal(&state.last_hash)});
+        self.append_locked(state, event, true)?;
+        if let Some(sealer) = state.sealer.as_mut() {
+            sealer
+                .advance()
+                .context("cannot move the audit seal to its next epoch")?;
+        }
+        Ok(())
+    }
+
+    fn append_locked(&self, state: &mut State, event: Value, sync: bool) -> Result<u64> {
         let len = state.file.metadata()?.len();
         if len != state.len {
             // Someone else appended: continue their chain, after checking it.
@@ -569,6 +675,11 @@ impl Audit {
             // Another writer appended after our last record: it anchors its own.
             return Ok((state.seq, state.last_hash.clone()));
         }
+        if state.sealer.is_none() {
+            // Set up since this process opened the log (`audit setup-keys`).
+            state.sealer = crate::seal::Sealer::open(&seal_path(&self.head_path))?;
+        }
+        self.seal_locked(state)?;
         write_head(&self.head_path, state.seq, &state.last_hash, true)?;
         mirror_to_syslog(&format!(
             "audit head {}: seq {} sha256 {}",
@@ -655,6 +766,15 @@ pub fn acknowledge_break(layout: &crate::project::Layout, brk: &ChainBreak) -> R
     let head = layout.audit_head();
     let old_head = std::fs::read_to_string(&head).unwrap_or_default();
     let _ = std::fs::remove_file(&head);
+    // The seals belong to the broken log (its key still verifies it); the
+    // new chain is sealed again once new keys are set up.
+    let seal = seal_path(&head);
+    let seal_aside = seal.with_file_name(format!("audit.seal.broken-{stamp}"));
+    let sealed = seal.exists();
+    if sealed {
+        std::fs::rename(&seal, &seal_aside)
+            .with_context(|| format!("cannot move {} aside", seal.display()))?;
+    }
     let audit = Audit::open(&log, &head)?;
     audit.record(json!({
         "event": "audit_break_acknowledged",
@@ -663,6 +783,7 @@ pub fn acknowledge_break(layout: &crate::project::Layout, brk: &ChainBreak) -> R
         "break_at_record": brk.line,
         "problem": brk.problem,
         "previous_head": old_head.trim(),
+        "sealing_state_moved_to": sealed.then(|| seal_aside.display().to_string()),
     }))?;
     audit.anchor()?;
     Ok(())

@@ -19,6 +19,7 @@ pub fn broker_context_with_binaries(
     project::ensure_private_dir(&layout.agent_dir())?;
     project::ensure_private_dir(&layout.tmp_dir())?;
     crate::approvals::Approvals::open(&layout)?;
+    crate::stale_temps::prepare(&layout)?;
     let audit = audit::Audit::open(&layout.audit_log(), &layout.audit_head())?;
     let secrets = crate::secrets::SecretStore::load(&layout).context("cannot load the secrets")?;
     for w in secrets.warnings() {

@@ -21,6 +21,7 @@ pub mod project;
 pub mod redact;
 pub mod retry;
 pub mod sanitize;
+pub mod seal;
 pub mod secrets;
 pub mod session;
 pub mod signals;

@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use sysward_broker::{
     audit, client, context, control, decide, doctor, operator, project, sanitize, session, signals,
@@ -185,6 +185,17 @@ enum AuditCommand {
         /// Record that an operator saw the break, so sessions may start again.
         #[arg(long)]
         acknowledge: bool,
+        /// Also check the forward-secure seals with the verification key
+        /// that `audit setup-keys` showed, read from this file (`-`: stdin).
+        #[arg(long, value_name = "FILE")]
+        key_file: Option<PathBuf>,
+    },
+    /// Set up forward-secure sealing of the audit log: shows the
+    /// verification key once; keep it off this host.
+    SetupKeys {
+        /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
+        #[arg(long)]
+        root: Option<PathBuf>,
     },
     /// Print the audit log readably.
     Show {
@@ -485,10 +496,30 @@ fn real_main() -> Result<i32> {
             sysward_broker::approvals::cmd_deny(&layout, &audit, &id, note.as_deref())
         }
         Command::Audit {
-            command: AuditCommand::Verify { root, acknowledge },
+            command:
+                AuditCommand::Verify {
+                    root,
+                    acknowledge,
+                    key_file,
+                },
         } => {
             let layout = layout_for(&root)?;
-            audit_verify(&layout, acknowledge)
+            let code = audit_verify(&layout, acknowledge)?;
+            match key_file {
+                Some(file) if code == 0 => audit_verify_seals(&layout, &file),
+                _ => Ok(code),
+            }
+        }
+        Command::Audit {
+            command: AuditCommand::SetupKeys { root },
+        } => {
+            require_root("sysward audit setup-keys")?;
+            let layout = layout_for(&root)?;
+            project::ensure_private_dir(&layout.agent_dir())?;
+            let key = audit::setup_keys(&layout.audit_log(), &layout.audit_head())?;
+            println!("{key}");
+            eprintln!("sysward: forward-secure sealing is set up. The line above is the verification key: store it off this host (it is not kept here), and check the log with `sysward audit verify --key-file FILE`. Every session's end seals its records.");
+            Ok(0)
         }
         Command::Audit {
             command:
@@ -574,11 +605,55 @@ fn audit_verify(layout: &project::Layout, acknowledge: bool) -> Result<i32> {
             if acknowledge {
                 audit::acknowledge_break(layout, b)?;
                 println!("break acknowledged: the damaged log was moved aside and a new chain starts with a record of this acknowledgement");
+                if layout.agent_dir().read_dir().is_ok_and(|mut d| {
+                    d.any(|e| {
+                        e.is_ok_and(|e| {
+                            e.file_name()
+                                .to_string_lossy()
+                                .starts_with("audit.seal.broken-")
+                        })
+                    })
+                }) {
+                    println!("sealing: the old seals stay with the damaged log (its key still verifies it); set up new keys for the new chain with `sysward audit setup-keys`");
+                }
                 Ok(0)
             } else {
                 println!("sessions are refused until an operator runs `sysward audit verify --acknowledge`");
                 Ok(1)
             }
+        }
+    }
+}
+
+fn audit_verify_seals(layout: &project::Layout, key_file: &Path) -> Result<i32> {
+    let mut text = String::new();
+    let read = if key_file == Path::new("-") {
+        std::io::Read::read_to_string(&mut std::io::Read::take(std::io::stdin(), 4096), &mut text)
+    } else {
+        std::fs::File::open(key_file).and_then(|f| {
+            std::io::Read::read_to_string(&mut std::io::Read::take(f, 4096), &mut text)
+        })
+    };
+    read.with_context(|| {
+        format!(
+            "cannot read the verification key from {}",
+            key_file.display()
+        )
+    })?;
+    let k0 = sysward_broker::seal::parse_key(&text)?;
+    let report = audit::verify_seals(&layout.audit_log(), &layout.audit_head(), k0)?;
+    match report.problem {
+        None => {
+            println!(
+                "seals intact: {} epoch(s) sealed and verified with the key; {} record(s) after the last seal are not sealed yet (the next session end seals them)",
+                report.seals, report.unsealed
+            );
+            Ok(0)
+        }
+        Some(problem) => {
+            println!("seals BROKEN: {problem}");
+            println!("{} epoch(s) verified before that", report.seals);
+            Ok(1)
         }
     }
 }

@@ -84,6 +84,11 @@ impl Pinned {
         for (what, path) in [
             ("audit log", layout.audit_log()),
             ("audit anchor", layout.audit_head()),
+            ("audit sealing state", layout.agent_dir().join("audit.seal")),
+            (
+                "file-operation note",
+                layout.agent_dir().join("file-ops.pending"),
+            ),
         ] {
             if path.exists() {
                 entries.push(open_entry(what, &path, false)?);

@@ -1151,8 +1151,7 @@ impl<'a> Session<'a> {
             }
         }
         if !temp_dirs.is_empty() {
-            if let Err(e) = crate::stale_temps::note(&self.ctx.layout, &self.ctx.pinned, &temp_dirs)
-            {
+            if let Err(e) = crate::stale_temps::note(&self.ctx.layout, &temp_dirs) {
                 return refused(
                     &mut pending_audit,
                     ToolStatus::Error,

@@ -5,7 +5,8 @@
 //! operation ends or fails. An executor killed mid-write (or a broker killed
 //! with it) leaves it there: up to the size of the content, possibly in
 //! `/etc`. The broker notes the directories of each file operation before it
-//! runs (in `.agent/file-ops.pending`), sweeps them when it ends, and a later
+//! runs (in `.agent/file-ops.pending`, which actions see read-only), sweeps
+//! them when it ends, and a later
 //! session sweeps whatever a killed broker noted. Only files of that exact
 //! name pattern, regular, owned by root, whose pid no longer runs, are removed.
 
@@ -98,12 +99,31 @@ pub fn sweep(dir: &Path) -> Vec<String> {
     removed
 }
 
-/// Notes `dirs` before a file operation runs.
-pub fn note(
-    layout: &Layout,
-    pinned: &crate::pinned::Pinned,
-    dirs: &[PathBuf],
-) -> anyhow::Result<()> {
+/// Opens the note file, creating it (0600) if needed. It is written in
+/// place, never replaced: its inode is what actions see covered read-only.
+fn open_note(layout: &Layout) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(pending_path(layout))
+}
+
+/// Creates the (empty) note at start-up, so that it exists to be covered.
+pub fn prepare(layout: &Layout) -> anyhow::Result<()> {
+    open_note(layout)
+        .map(drop)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", pending_path(layout).display()))
+}
+
+/// Notes `dirs` before a file operation runs (durably: the operation may
+/// take the broker down with it).
+pub fn note(layout: &Layout, dirs: &[PathBuf]) -> anyhow::Result<()> {
+    use std::os::unix::fs::FileExt;
     let mut text = String::new();
     for d in dirs.iter().take(PENDING_MAX) {
         let Some(s) = d.to_str() else { continue };
@@ -113,18 +133,22 @@ pub fn note(
         text.push_str(s);
         text.push('\n');
     }
-    pinned.write(&pending_path(layout), text.as_bytes())
+    let file = open_note(layout)?;
+    file.set_len(0)?;
+    file.write_all_at(text.as_bytes(), 0)?;
+    file.sync_data()?;
+    Ok(())
 }
 
 /// Sweeps the directories a broker noted and never cleared (it was killed
 /// during a file operation), then clears the note. Returns the removed paths.
 pub fn sweep_noted(layout: &Layout) -> Vec<String> {
-    let path = pending_path(layout);
+    let Ok(file) = crate::project::open_regular(&pending_path(layout)) else {
+        return Vec::new();
+    };
     let mut text = String::new();
-    let read = crate::project::open_regular(&path).and_then(|f| {
-        std::io::Read::read_to_string(&mut std::io::Read::take(f, 64 << 10), &mut text)
-    });
-    if read.is_err() {
+    if std::io::Read::read_to_string(&mut std::io::Read::take(&file, 64 << 10), &mut text).is_err()
+    {
         return Vec::new();
     }
     let removed = text
@@ -134,13 +158,15 @@ pub fn sweep_noted(layout: &Layout) -> Vec<String> {
         .filter(|d| d.is_absolute())
         .flat_map(sweep)
         .collect();
-    let _ = std::fs::remove_file(&path);
+    clear(layout);
     removed
 }
 
 /// Clears the note after the operation ended (and its directories were swept).
 pub fn clear(layout: &Layout) {
-    let _ = std::fs::remove_file(pending_path(layout));
+    if let Ok(file) = open_note(layout) {
+        let _ = file.set_len(0);
+    }
 }
 
 #[cfg(test)]
