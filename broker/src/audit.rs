@@ -177,18 +177,6 @@ const HASH_SUFFIX_LEN: usize = ",\"hash\":\"\"}".len() + 64;
 /// Sends the head anchor to the system log (journald reads /dev/log too), so a
 /// truncated or rewritten tail can be told from the log's own copy. Best effort:
 /// a host without syslog still has the anchor file.
-fn mirror_to_syslog(message: &str) {
-    let Ok(msg) = std::ffi::CString::new(message.replace('\0', "")) else {
-        return;
-    };
-    // SAFETY: openlog keeps the ident pointer, so it is a static C string;
-    // syslog gets a constant "%s" format and a valid NUL-terminated argument.
-    unsafe {
-        libc::openlog(c"sysward".as_ptr(), libc::LOG_PID, libc::LOG_AUTHPRIV);
-        libc::syslog(libc::LOG_INFO, c"%s".as_ptr(), msg.as_ptr());
-    }
-}
-
 /// Splits a line (without its newline) into the hashed bytes and the hash.
 fn split_hashed(line: &[u8]) -> Option<(Vec<u8>, &str)> {
     if line.len() < HASH_SUFFIX_LEN + 2 {
@@ -259,7 +247,7 @@ fn verify_log(path: &Path) -> Result<Verified> {
 
 /// Walks the log alone, also returning the hash of record `want`.
 fn verify_log_at(path: &Path, want: Option<u64>) -> Result<(Verified, Option<String>)> {
-    walk_log(path, want, |_, _| {})
+    walk_log(path, want, |_, _, _| {})
 }
 
 /// Walks the log, checking the chain, and shows `each` every intact record
@@ -268,7 +256,7 @@ fn verify_log_at(path: &Path, want: Option<u64>) -> Result<(Verified, Option<Str
 fn walk_log(
     path: &Path,
     want: Option<u64>,
-    mut each: impl FnMut(u64, &Map<String, Value>),
+    mut each: impl FnMut(u64, &str, &Map<String, Value>),
 ) -> Result<(Verified, Option<String>)> {
     let mut hash_at_want = None;
     let mut records = 0u64;
@@ -295,7 +283,7 @@ fn walk_log(
                     prev = hash;
                     records += 1;
                     track(&mut unfinished, session_mark(&record), records);
-                    each(records, &record);
+                    each(records, &prev, &record);
                     if want == Some(records) {
                         hash_at_want = Some(prev.clone());
                     }
@@ -385,7 +373,7 @@ pub struct SealReport {
 /// sealing state on the host is where the seals end.
 pub fn verify_seals(path: &Path, head_path: &Path, k0: [u8; 32]) -> Result<SealReport> {
     let mut check = crate::seal::SealCheck::new(k0);
-    let (verified, _) = walk_log(path, None, |seq, record| {
+    let (verified, _) = walk_log(path, None, |seq, _, record| {
         let prev = record.get("prev").and_then(Value::as_str).unwrap_or("");
         if let Some(event) = record.get("event") {
             check.record(seq, event, prev);
@@ -419,6 +407,38 @@ pub fn verify_seals(path: &Path, head_path: &Path, k0: [u8; 32]) -> Result<SealR
         seals: check.seals,
         unsealed: check.unsealed,
         problem,
+    })
+}
+
+/// Compares the anchors the journal holds for this log with the log: each
+/// must name a record the log still has, with that hash.
+pub fn verify_journal(path: &Path) -> Result<crate::audit_mirror::Comparison> {
+    let seen = crate::audit_mirror::read(path)?;
+    let wanted: std::collections::HashMap<u64, &str> = seen
+        .iter()
+        .map(|(seq, hash)| (*seq, hash.as_str()))
+        .collect();
+    let mut problems = Vec::new();
+    let (verified, _) = walk_log(path, None, |seq, hash, _| {
+        if let Some(h) = wanted.get(&seq) {
+            if *h != hash {
+                problems.push(format!(
+                    "record {seq} has hash {hash}, but the journal recorded {h} for it: the log was rewritten from there"
+                ));
+            }
+        }
+    })?;
+    if let Some(max) = seen.iter().map(|(seq, _)| *seq).max() {
+        if max > verified.records {
+            problems.push(format!(
+                "the journal recorded an anchor at record {max}, but the log has {} intact records: records were removed",
+                verified.records
+            ));
+        }
+    }
+    Ok(crate::audit_mirror::Comparison {
+        anchors: seen.len(),
+        problems,
     })
 }
 
@@ -681,12 +701,7 @@ impl Audit {
         }
         self.seal_locked(state)?;
         write_head(&self.head_path, state.seq, &state.last_hash, true)?;
-        mirror_to_syslog(&format!(
-            "audit head {}: seq {} sha256 {}",
-            self.path.display(),
-            state.seq,
-            state.last_hash
-        ));
+        crate::audit_mirror::send(&self.path, state.seq, &state.last_hash);
         Ok((state.seq, state.last_hash.clone()))
     }
 }

@@ -4,6 +4,7 @@
 pub mod action;
 pub mod approvals;
 pub mod audit;
+pub mod audit_mirror;
 pub mod cancel;
 pub mod capture;
 pub mod cgroup;

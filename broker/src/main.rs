@@ -189,6 +189,9 @@ enum AuditCommand {
         /// that `audit setup-keys` showed, read from this file (`-`: stdin).
         #[arg(long, value_name = "FILE")]
         key_file: Option<PathBuf>,
+        /// Also compare the log with the anchors mirrored to the journal.
+        #[arg(long)]
+        journal: bool,
     },
     /// Set up forward-secure sealing of the audit log: shows the
     /// verification key once; keep it off this host.
@@ -501,14 +504,18 @@ fn real_main() -> Result<i32> {
                     root,
                     acknowledge,
                     key_file,
+                    journal,
                 },
         } => {
             let layout = layout_for(&root)?;
-            let code = audit_verify(&layout, acknowledge)?;
-            match key_file {
-                Some(file) if code == 0 => audit_verify_seals(&layout, &file),
-                _ => Ok(code),
+            let mut code = audit_verify(&layout, acknowledge)?;
+            if let (Some(file), 0) = (&key_file, code) {
+                code = audit_verify_seals(&layout, file)?;
             }
+            if journal && code == 0 {
+                code = audit_verify_journal(&layout)?;
+            }
+            Ok(code)
         }
         Command::Audit {
             command: AuditCommand::SetupKeys { root },
@@ -623,6 +630,25 @@ fn audit_verify(layout: &project::Layout, acknowledge: bool) -> Result<i32> {
             }
         }
     }
+}
+
+fn audit_verify_journal(layout: &project::Layout) -> Result<i32> {
+    let c = audit::verify_journal(&layout.audit_log())?;
+    if c.anchors == 0 {
+        println!("journal: no anchors of {} in the journal (journald was not running, or the journal was cleared)", layout.audit_log().display());
+        return Ok(1);
+    }
+    if c.problems.is_empty() {
+        println!(
+            "journal: the log agrees with the {} anchor(s) the journal holds",
+            c.anchors
+        );
+        return Ok(0);
+    }
+    for p in &c.problems {
+        println!("journal: MISMATCH: {p}");
+    }
+    Ok(1)
 }
 
 fn audit_verify_seals(layout: &project::Layout, key_file: &Path) -> Result<i32> {
