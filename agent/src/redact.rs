@@ -95,10 +95,11 @@ fn sensitive_key(key: &str) -> bool {
         "accesskey",
         "private_key",
     ];
-    // `known secrets: db, api`: a list of names, not a value.
+    // `known secrets: db, api`: a list of names, not a value; `ask_secret:
+    // db`, the tool's one-line summary, names a secret.
     if matches!(
         k.as_str(),
-        "secrets" | "passwords" | "tokens" | "credentials"
+        "secrets" | "passwords" | "tokens" | "credentials" | "ask_secret"
     ) {
         return false;
     }
