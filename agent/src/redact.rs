@@ -2,7 +2,14 @@
 //! what it masked. A second layer under the broker's exact redaction of the
 //! secrets it knows: this one catches credentials it was never told about
 //! (passwords in `key=value` and URLs, bearer tokens, Authorization headers,
-//! AWS keys, provider tokens, private key blocks).
+//! AWS keys, provider tokens, private key blocks, crypt(3) password hashes
+//! as `/etc/shadow` holds them).
+//!
+//! It must not corrupt the diagnostics an administrator needs: a secret
+//! placeholder `{{secret:NAME}}` is never touched; a `passwd.1234:` in a
+//! path is not a key; `passwd: You may not …` (a program's message, the
+//! value followed by more words on the line) is prose, not `key: value`;
+//! `pam_unix(passwd:chauthtok)` names a PAM service and type.
 
 pub const MASK: &str = "[REDACTED]";
 const KEY_MASK: &str = "[REDACTED PRIVATE KEY]";
@@ -88,6 +95,14 @@ fn sensitive_key(key: &str) -> bool {
         "accesskey",
         "private_key",
     ];
+    // `known secrets: db, api`: a list of names, not a value; `ask_secret:
+    // db`, the tool's one-line summary, names a secret.
+    if matches!(
+        k.as_str(),
+        "secrets" | "passwords" | "tokens" | "credentials" | "ask_secret"
+    ) {
+        return false;
+    }
     WORDS.iter().any(|w| k.contains(w))
         || k.contains("credential")
         || k == "pass"
@@ -107,7 +122,19 @@ fn value_exempt(v: &str) -> bool {
         || t.bytes().all(|c| c == b'*' || c == b'x' || c == b'X')
         || matches!(
             t.to_ascii_lowercase().as_str(),
-            "true" | "false" | "null" | "none" | "yes" | "no" | "required" | "redacted"
+            "true"
+                | "false"
+                | "null"
+                | "none"
+                | "yes"
+                | "no"
+                | "required"
+                | "redacted"
+                // PAM management groups: `pam_unix(passwd:chauthtok)`.
+                | "auth"
+                | "account"
+                | "session"
+                | "chauthtok"
         )
 }
 
@@ -194,6 +221,10 @@ fn try_at(s: &str, i: usize) -> Option<Span> {
         if c == b' ' && !key.starts_with("--") {
             return None;
         }
+        // `/etc/passwd.3901: Permission denied`: a file name, not a key.
+        if k_start > 0 && b[k_start - 1] == b'/' {
+            return None;
+        }
         let lower = key.to_ascii_lowercase();
         let mut v = i + 1;
         if c == b' ' {
@@ -233,12 +264,23 @@ fn try_at(s: &str, i: usize) -> Option<Span> {
             return None;
         }
         let e = value_end(b, v);
+        if c == b':' && v > i + 1 && !rest_of_line_blank(b, e) {
+            // `passwd: password unchanged`, `key: value` followed by more
+            // words: a message, not a setting.
+            return None;
+        }
         if e > v && !value_exempt(&s[v..e]) {
             return Some((v, e));
         }
         return None;
     }
     if !word_start(b, i) {
+        return None;
+    }
+    if c == b'$' {
+        if let Some(e) = crypt_hash_end(b, i) {
+            return Some((i, e));
+        }
         return None;
     }
     if starts_with_ci(b, i, "bearer ") {
@@ -294,6 +336,55 @@ fn try_at(s: &str, i: usize) -> Option<Span> {
     None
 }
 
+/// True when only blanks (or a closing `,;}`) follow `at` on its line.
+fn rest_of_line_blank(b: &[u8], at: usize) -> bool {
+    b[at..]
+        .iter()
+        .take_while(|c| **c != b'\n')
+        .all(|c| c.is_ascii_whitespace() || matches!(c, b',' | b';' | b'}' | b']'))
+}
+
+/// The end of a crypt(3) hash starting at `at` (`$6$salt$hash`, `$y$j9T$salt$hash`,
+/// `$2b$12$…`): an id of 1–4 of `[0-9a-z]`, then `$`-separated fields, the
+/// last one at least 16 of `[./0-9A-Za-z]`.
+fn crypt_hash_end(b: &[u8], at: usize) -> Option<usize> {
+    let field = |c: u8| c.is_ascii_alphanumeric() || c == b'.' || c == b'/';
+    let mut j = at + 1;
+    let id_start = j;
+    while j < b.len() && (b[j].is_ascii_lowercase() || b[j].is_ascii_digit()) && j - id_start < 5 {
+        j += 1;
+    }
+    if j == id_start || j - id_start > 4 || b.get(j) != Some(&b'$') {
+        return None;
+    }
+    let mut fields = 0;
+    let mut last = 0;
+    while b.get(j) == Some(&b'$') {
+        j += 1;
+        let f = j;
+        while j < b.len() && (field(b[j]) || b[j] == b'=' || b[j] == b',') {
+            j += 1;
+        }
+        fields += 1;
+        last = j - f;
+    }
+    let bounded = j == b.len() || !(b[j].is_ascii_alphanumeric() || b[j] == b'_');
+    (fields >= 2 && last >= 16 && bounded).then_some(j)
+}
+
+/// The end of a secret placeholder starting at `at`, if there is one.
+fn placeholder_end(s: &str, at: usize) -> Option<usize> {
+    let rest = s[at..].strip_prefix("{{secret:")?;
+    let close = rest.find("}}")?;
+    let name = &rest[..close];
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'));
+    ok.then_some(at + "{{secret:".len() + close + 2)
+}
+
 fn scan(s: &str) -> (String, u32) {
     let b = s.as_bytes();
     let mut out = String::with_capacity(s.len());
@@ -303,6 +394,11 @@ fn scan(s: &str) -> (String, u32) {
     while i < b.len() {
         if !s.is_char_boundary(i) || !b[i].is_ascii() {
             i += 1;
+            continue;
+        }
+        // A placeholder is what the model must see and write back as is.
+        if let Some(end) = placeholder_end(s, i) {
+            i = end;
             continue;
         }
         if let Some((start, end)) = try_at(s, i) {

@@ -14,6 +14,8 @@ pub enum Ty {
     StrList,
     /// `{"command": "...", "args": [...]}` (a validate command).
     Command,
+    /// `{"NAME": "value", …}` (an environment).
+    StrMap,
 }
 
 impl Ty {
@@ -26,6 +28,7 @@ impl Ty {
             Ty::Command => json!({"type": "object", "properties": {
                 "command": {"type": "string"},
                 "args": {"type": "array", "items": {"type": "string"}}}}),
+            Ty::StrMap => json!({"type": "object", "additionalProperties": {"type": "string"}}),
         }
     }
 
@@ -36,6 +39,7 @@ impl Ty {
             Ty::Bool => "bool",
             Ty::StrList => "[str]",
             Ty::Command => "{command,args}",
+            Ty::StrMap => "{NAME: str}",
         }
     }
 
@@ -50,6 +54,9 @@ impl Ty {
                     && o.keys().all(|k| k == "command" || k == "args")
                     && o.get("args").is_none_or(|a| Ty::StrList.accepts(a))
             }),
+            Ty::StrMap => v
+                .as_object()
+                .is_some_and(|o| o.values().all(Value::is_string)),
         }
     }
 }
@@ -135,6 +142,13 @@ pub static TOOLS: &[ToolMeta] = &[
         params: &[
             p("command", Ty::Str, true, ""),
             p("args", Ty::StrList, false, ""),
+            p(
+                "env",
+                Ty::StrMap,
+                false,
+                "extra environment variables, NAME: value (names A-Z 0-9 _)",
+            ),
+            p("stdin", Ty::Str, false, "text fed to its standard input"),
             CWD,
             TIMEOUT,
             REASON,
@@ -472,9 +486,19 @@ pub fn summary(tool: &str, args: &Map<String, Value>) -> String {
     let s = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("");
     let body = match tool {
         "exec" => {
-            let mut parts = vec![s("command").to_string()];
+            let mut parts: Vec<String> = Vec::new();
+            if let Some(env) = args.get("env").and_then(Value::as_object) {
+                parts.extend(
+                    env.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))),
+                );
+            }
+            parts.push(s("command").to_string());
             if let Some(a) = args.get("args").and_then(Value::as_array) {
                 parts.extend(a.iter().filter_map(Value::as_str).map(str::to_string));
+            }
+            if let Some(t) = args.get("stdin").and_then(Value::as_str) {
+                parts.push(format!("<<< {t}"));
             }
             parts.join(" ")
         }

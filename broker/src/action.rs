@@ -270,14 +270,22 @@ impl Runner {
         };
         let jail = Jail::prepare(profile, command, parts)
             .map_err(|e| format!("confinement failed at {e}; nothing ran"))?;
-        jail.spawn(stdout, stderr, gate).map_err(|e| match e {
-            SpawnError::GateClosed => e.to_string(),
-            SpawnError::Prepare(e) => format!("confinement failed at {e}; nothing ran"),
-            SpawnError::Confinement { .. } => format!("{e}; nothing ran"),
-            SpawnError::Cwd { .. } | SpawnError::Exec { .. } => {
-                format!("cannot execute: {e}")
-            }
-        })
+        let stdin = match &command.stdin {
+            Some(text) => Some(
+                feed_stdin(text.as_bytes().to_vec())
+                    .map_err(|e| format!("cannot prepare the command's stdin: {e}; nothing ran"))?,
+            ),
+            None => None,
+        };
+        jail.spawn_with_stdin(stdin, stdout, stderr, gate)
+            .map_err(|e| match e {
+                SpawnError::GateClosed => e.to_string(),
+                SpawnError::Prepare(e) => format!("confinement failed at {e}; nothing ran"),
+                SpawnError::Confinement { .. } => format!("{e}; nothing ran"),
+                SpawnError::Cwd { .. } | SpawnError::Exec { .. } => {
+                    format!("cannot execute: {e}")
+                }
+            })
     }
 
     /// An empty cgroup for one action: a spare one, or `id` created now.
@@ -660,4 +668,24 @@ impl Proc {
 /// Where saved outputs go; created on demand (0700).
 pub fn ensure_tmp(dir: &Path) -> Result<()> {
     crate::project::ensure_private_dir(dir)
+}
+
+/// A pipe whose read end becomes a command's stdin; a thread writes `data`
+/// into the other end and closes it, so a command that reads slowly (or not
+/// at all) never blocks the broker. The bytes are wiped once written: they
+/// may hold a secret.
+fn feed_stdin(mut data: Vec<u8>) -> std::io::Result<OwnedFd> {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    std::thread::Builder::new()
+        .name("stdin".to_string())
+        .spawn(move || {
+            use std::io::Write;
+            let mut w = std::fs::File::from(w);
+            // A command that exits without reading all of it closes the pipe
+            // (EPIPE; SIGPIPE is ignored in the broker): nothing to do.
+            let _ = w.write_all(&data);
+            drop(w);
+            crate::redact::wipe(&mut data);
+        })?;
+    Ok(r)
 }

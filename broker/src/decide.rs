@@ -128,6 +128,8 @@ fn builtin(tool: &str, script: String, cwd: &Path) -> Plan {
         tool: tool.to_string(),
         command: CommandPlan {
             argv: vec!["bash".to_string(), "-c".to_string(), script.clone()],
+            env: Vec::new(),
+            stdin: None,
             script: Some(script),
             cwd: cwd.to_path_buf(),
             timeout_secs: Some(30),
@@ -321,7 +323,7 @@ impl Plan {
                     let program = tools::resolve_program(&c.argv[0])
                         .unwrap_or_else(|_| PathBuf::from(&c.argv[0]));
                     secrets
-                        .check_command(&program, &c.argv, &[], None)
+                        .check_command(&program, &c.argv, &c.env, c.stdin.as_deref())
                         .map(|_| ())
                 }
             },
@@ -360,13 +362,16 @@ impl Plan {
                 let mut argv = c.argv.clone();
                 argv[0] = tools::resolve_program(&argv[0])?.display().to_string();
                 let tmp = profile.scratch_dir.clone();
+                let mut env = tools::action_env(tmp.as_deref());
+                env.extend(c.env.iter().cloned());
                 Ok(ExecSpec::Command {
                     id,
                     command: CommandSpec {
                         argv,
-                        env: tools::action_env(tmp.as_deref()),
+                        env,
                         cwd: c.cwd.display().to_string(),
                         cgroup_dir,
+                        stdin: c.stdin.clone(),
                     },
                     profile,
                 })
@@ -529,6 +534,8 @@ pub fn decide(engine: &Engine, plan: &Plan) -> Decision {
             None => engine.decide(
                 &Request::Exec {
                     argv: &c.argv,
+                    env: &c.env,
+                    stdin: c.stdin.as_deref(),
                     cwd: &c.cwd,
                 },
                 &HostPaths,
@@ -568,6 +575,8 @@ pub fn engine(ctx: &BrokerContext, project: &Project) -> Result<Engine> {
 pub fn plan_for_explain(command: &[String], shell: bool, cwd: &Path) -> Plan {
     let as_shell = shell || (command.len() == 1 && command[0].contains(char::is_whitespace));
     Plan::Command(CommandPlan {
+        env: Vec::new(),
+        stdin: None,
         argv: if as_shell {
             vec!["bash".to_string(), "-c".to_string(), command.join(" ")]
         } else {

@@ -6,16 +6,21 @@
 //! trivially turn it into: base64 and base64url (padded and unpadded, and the
 //! stable middle of its encoding at the two other 3-byte alignments, so the
 //! value is found inside a longer base64 stream), hex (lower and upper case,
-//! packed and as space-separated bytes like `od -An -tx1` / `hexdump -C`),
-//! URL-encoding (`%XX` upper and lower case, `+` for a space) and the JSON
-//! string escape. Every match is replaced by the secret's placeholder
-//! `{{secret:name}}` (or a chosen replacement, such as the masked API key) and
-//! counted.
+//! packed and as space-separated bytes), hex dumps across lines as `od -tx1`,
+//! `od -An -tx1`, `hexdump -C` and `xxd` print them (offset and ASCII columns
+//! included), URL-encoding (`%XX` upper and lower case, `+` for a space, and
+//! every byte `%XX`), and the JSON string escape (also `\uXXXX` in either
+//! case and `\/`). A value of 16 bytes or more is also masked by any run of
+//! 12 or more of its consecutive bytes (`cut -c`, `head -c`). Every match is
+//! replaced by the secret's placeholder `{{secret:name}}` (or a chosen
+//! replacement, such as the masked API key) and counted.
 //!
 //! Matching is leftmost-longest over all patterns: a table indexed by the first
 //! two bytes of a pattern gives the few candidates starting there (longest
 //! first), so the scan does two table reads per input byte and compares bytes
-//! only where a pattern can start. [`StreamRedactor`] keeps the last
+//! only where a pattern can start; runs and dumps have a bitmap of their own
+//! first two bytes in front of their lookup. Every position is decided from
+//! at most `max_len` bytes after it. [`StreamRedactor`] keeps the last
 //! `longest pattern - 1` bytes of a chunk back until the next one arrives, so a
 //! value split across two reads is still found, and its output is exactly what
 //! the one-shot redaction of the whole stream would give.
@@ -118,6 +123,19 @@ pub struct Redactor {
     /// One-byte patterns by their byte (u32::MAX: none).
     single: [u32; 256],
     max_len: usize,
+    /// The values themselves (for hex dumps and partial runs), by entry.
+    values: Vec<Vec<u8>>,
+    /// Entries by value length, longest first (hex dump matching).
+    by_len: Vec<usize>,
+    /// One bit per first two bytes of some value: where a hex dump decode
+    /// is worth continuing.
+    dump_present: Vec<u64>,
+    longest_value: usize,
+    /// Windows of [`FRAGMENT_MIN`] bytes of every value of at least
+    /// [`FRAGMENT_SECRET_MIN`] bytes: hash → (entry, offset).
+    fragments: std::collections::HashMap<u64, (u32, u32), BuildMix>,
+    /// One bit per first two bytes of an indexed window (cheap pre-check).
+    fragment_present: Vec<u64>,
 }
 
 impl Drop for Redactor {
@@ -125,7 +143,71 @@ impl Drop for Redactor {
         for p in &mut self.patterns {
             wipe(&mut p.bytes);
         }
+        for v in &mut self.values {
+            wipe(v);
+        }
     }
+}
+
+/// A run of at least this many bytes of a long value is masked on its own
+/// (`cut -c`, `head -c`, a value split over lines by hand).
+pub const FRAGMENT_MIN: usize = 12;
+/// Values at least this long are masked by their runs too.
+pub const FRAGMENT_SECRET_MIN: usize = 16;
+/// At most this many windows are indexed in all; past it, windows are
+/// indexed every few bytes (runs slightly longer than [`FRAGMENT_MIN`] are
+/// then needed), which bounds the index at a few MiB for 1 MiB of values.
+const MAX_FRAGMENT_WINDOWS: usize = 1 << 18;
+/// A hex dump of a value spans at most this many bytes per value byte
+/// (offset columns, ASCII columns and spacing included), plus a line.
+const DUMP_BYTES_PER_BYTE: usize = 8;
+const DUMP_SLACK: usize = 256;
+
+/// Hashes a 64-bit key that is already a mix (see [`window_hash`]).
+#[derive(Default, Clone, Copy)]
+struct BuildMix;
+
+#[derive(Default)]
+struct MixHasher(u64);
+
+impl std::hash::Hasher for MixHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+impl std::hash::BuildHasher for BuildMix {
+    type Hasher = MixHasher;
+    fn build_hasher(&self) -> MixHasher {
+        MixHasher(0)
+    }
+}
+
+/// A cheap, well-spread hash of one [`FRAGMENT_MIN`]-byte window.
+fn window_hash(w: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    let mut b = [0u8; 8];
+    a.copy_from_slice(&w[..8]);
+    b[..4].copy_from_slice(&w[8..12]);
+    let x = u64::from_le_bytes(a).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ u64::from_le_bytes(b).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    x ^ (x >> 29)
+}
+
+fn bit(set: &[u64], k: usize) -> bool {
+    set[k >> 6] & (1 << (k & 63)) != 0
+}
+
+fn set_bit(set: &mut [u64], k: usize) {
+    set[k >> 6] |= 1 << (k & 63);
 }
 
 impl std::fmt::Debug for Redactor {
@@ -192,7 +274,52 @@ impl Redactor {
             cands.extend_from_slice(b);
         }
         starts.push(cands.len() as u32);
-        let max_len = patterns.iter().map(|p| p.bytes.len()).max().unwrap_or(0);
+        let values: Vec<Vec<u8>> = entries.iter().map(|e| e.value.clone()).collect();
+        let mut by_len: Vec<usize> = (0..values.len())
+            .filter(|i| values[*i].len() >= 2)
+            .collect();
+        by_len.sort_by(|a, b| values[*b].len().cmp(&values[*a].len()).then(a.cmp(b)));
+        let mut dump_present = vec![0u64; 1 << 10];
+        for &i in &by_len {
+            set_bit(&mut dump_present, key(values[i][0], values[i][1]));
+        }
+        let longest_value = values.iter().map(Vec::len).max().unwrap_or(0);
+        let long_bytes: usize = values
+            .iter()
+            .filter(|v| v.len() >= FRAGMENT_SECRET_MIN)
+            .map(Vec::len)
+            .sum();
+        let stride = long_bytes.div_ceil(MAX_FRAGMENT_WINDOWS).max(1);
+        let mut fragments = std::collections::HashMap::with_hasher(BuildMix);
+        let mut fragment_present = vec![0u64; 1 << 10];
+        for (i, v) in values.iter().enumerate() {
+            if v.len() < FRAGMENT_SECRET_MIN {
+                continue;
+            }
+            let mut o = 0;
+            while o + FRAGMENT_MIN <= v.len() {
+                // Runs start on a character: a masked run never leaves half
+                // of a UTF-8 sequence behind.
+                if !is_continuation(v[o]) {
+                    fragments
+                        .entry(window_hash(&v[o..o + FRAGMENT_MIN]))
+                        .or_insert((i as u32, o as u32));
+                    set_bit(&mut fragment_present, key(v[o], v[o + 1]));
+                }
+                o += stride;
+            }
+        }
+        let dump_len = if longest_value >= 2 {
+            longest_value * DUMP_BYTES_PER_BYTE + DUMP_SLACK
+        } else {
+            0
+        };
+        let max_len = patterns
+            .iter()
+            .map(|p| p.bytes.len())
+            .max()
+            .unwrap_or(0)
+            .max(dump_len);
         Redactor {
             patterns,
             labels,
@@ -203,7 +330,82 @@ impl Redactor {
             cands,
             single,
             max_len,
+            values,
+            by_len,
+            dump_present,
+            longest_value,
+            fragments,
+            fragment_present,
         }
+    }
+
+    /// The longest run of a long value starting at `at`, if at least
+    /// [`FRAGMENT_MIN`] bytes: (entry, length).
+    fn fragment_at(&self, buf: &[u8], at: usize, end: usize) -> Option<(usize, usize)> {
+        if self.fragments.is_empty() || at + FRAGMENT_MIN > end {
+            return None;
+        }
+        if !bit(&self.fragment_present, key(buf[at], buf[at + 1])) {
+            return None;
+        }
+        let w = &buf[at..at + FRAGMENT_MIN];
+        let &(entry, offset) = self.fragments.get(&window_hash(w))?;
+        let (entry, offset) = (entry as usize, offset as usize);
+        let v = &self.values[entry];
+        if &v[offset..offset + FRAGMENT_MIN] != w {
+            return None;
+        }
+        let mut len = FRAGMENT_MIN;
+        while at + len < end && offset + len < v.len() && buf[at + len] == v[offset + len] {
+            len += 1;
+        }
+        // End on a character boundary of the value.
+        while len > FRAGMENT_MIN && offset + len < v.len() && is_continuation(v[offset + len]) {
+            len -= 1;
+        }
+        Some((entry, len))
+    }
+
+    /// A value written as a hex dump starting at `at` — `od -tx1`,
+    /// `od -An -tx1`, `hexdump -C`, `xxd`, spaced or packed pairs, across
+    /// lines with their offset and ASCII columns: (entry, source length).
+    /// When the dump crosses a line, the rest of its last line (its ASCII
+    /// column shows the value's tail) is included.
+    fn dump_at(&self, buf: &[u8], at: usize, end: usize) -> Option<(usize, usize)> {
+        if self.by_len.is_empty() || !buf[at].is_ascii_hexdigit() {
+            return None;
+        }
+        let mut d = DumpDecoder::new(buf, at, end);
+        let b0 = d.next_byte()?;
+        let end0 = d.pos;
+        let b1 = d.next_byte()?;
+        if !bit(&self.dump_present, key(b0, b1)) {
+            return None;
+        }
+        d.record = true;
+        d.decoded.extend_from_slice(&[b0, b1]);
+        d.ends.extend_from_slice(&[end0, d.pos]);
+        while d.decoded.len() < self.longest_value && d.next_byte().is_some() {}
+        for &e in &self.by_len {
+            let v = &self.values[e];
+            if d.decoded.len() >= v.len() && d.decoded[..v.len()] == v[..] {
+                let mut stop = d.ends[v.len() - 1];
+                if buf[at..stop].contains(&b'\n') {
+                    let line_end = buf[stop..end]
+                        .iter()
+                        .take(160)
+                        .position(|c| *c == b'\n')
+                        .map(|p| stop + p);
+                    if let Some(le) = line_end {
+                        stop = le;
+                    }
+                }
+                wipe(&mut d.decoded);
+                return Some((e, stop - at));
+            }
+        }
+        wipe(&mut d.decoded);
+        None
     }
 
     pub fn is_empty(&self) -> bool {
@@ -330,13 +532,27 @@ impl Redactor {
                     hit = Some(s as usize);
                 }
             }
-            match hit {
-                Some(pi) => {
-                    let p = &self.patterns[pi];
+            // A position is decided from at most `max_len` bytes, so that a
+            // stream gives exactly what the one-shot pass gives.
+            let window_end = n.min(i + self.max_len);
+            let mut best = hit.map(|pi| (self.patterns[pi].entry, self.patterns[pi].bytes.len()));
+            for other in [
+                self.fragment_at(buf, i, window_end),
+                self.dump_at(buf, i, window_end),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                if best.is_none_or(|(_, len)| other.1 > len) {
+                    best = Some(other);
+                }
+            }
+            match best {
+                Some((entry, len)) => {
                     out.extend_from_slice(&buf[emitted..i]);
-                    out.extend_from_slice(&self.replacements[p.entry]);
-                    counts[p.entry] += 1;
-                    i += p.bytes.len();
+                    out.extend_from_slice(&self.replacements[entry]);
+                    counts[entry] += 1;
+                    i += len;
                     emitted = i;
                 }
                 None => i += 1,
@@ -349,6 +565,134 @@ impl Redactor {
 
 fn key(a: u8, b: u8) -> usize {
     (usize::from(a) << 8) | usize::from(b)
+}
+
+fn is_continuation(b: u8) -> bool {
+    b & 0xC0 == 0x80
+}
+
+fn hex_value(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Reads bytes written as hex pairs the way dump tools lay them out: pairs
+/// packed or one space apart (`xxd` groups, `od`), two spaces after the 8th
+/// byte of a line (`hexdump -C`), an ASCII column after a wider gap or a
+/// `|` (skipped to the end of the line), and at the start of each further
+/// line an optional offset column (6+ hex/octal digits, then `:` or a
+/// space). Every step is bounded, so the whole decode reads at most `end`.
+struct DumpDecoder<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    end: usize,
+    on_line: usize,
+    /// Bytes read so far (also before `decoded` is filled).
+    count: usize,
+    /// False until the first bytes looked promising: most hex text is not
+    /// a dump of a value, and is judged without allocating.
+    record: bool,
+    decoded: Vec<u8>,
+    /// Where each decoded byte's pair ends in `buf`.
+    ends: Vec<usize>,
+}
+
+impl<'a> DumpDecoder<'a> {
+    fn new(buf: &'a [u8], at: usize, end: usize) -> DumpDecoder<'a> {
+        DumpDecoder {
+            buf,
+            pos: at,
+            end,
+            on_line: 0,
+            count: 0,
+            record: false,
+            decoded: Vec::new(),
+            ends: Vec::new(),
+        }
+    }
+
+    fn at(&self, p: usize) -> Option<u8> {
+        (p < self.end).then(|| self.buf[p])
+    }
+
+    fn pair(&self, p: usize) -> Option<u8> {
+        let hi = hex_value(self.at(p)?)?;
+        let lo = hex_value(self.at(p + 1)?)?;
+        Some((hi << 4) | lo)
+    }
+
+    /// Skips what separates two pairs; false when the dump ends here.
+    fn separator(&mut self) -> bool {
+        if self.count == 0 {
+            return true;
+        }
+        let mut p = self.pos;
+        let mut spaces = 0;
+        while self.at(p) == Some(b' ') && spaces < 4 {
+            p += 1;
+            spaces += 1;
+        }
+        // Two spaces: `hexdump -C`'s gap after the 8th byte (the decode may
+        // have started mid-line, so also when a pair and a separator
+        // follow), else the gap before `xxd`'s ASCII column.
+        let gap = spaces == 2
+            && (self.on_line == 8
+                || (self.pair(p).is_some() && matches!(self.at(p + 2), Some(b' ' | b'\n'))));
+        let ascii_column = self.at(p) == Some(b'|') || spaces >= 3 || (spaces == 2 && !gap);
+        if self.at(p) == Some(b'\n') || ascii_column {
+            // The rest of the line is an ASCII column (or nothing): the dump
+            // goes on at the next line, after its offset column.
+            let mut q = p;
+            let mut skipped = 0;
+            while self.at(q).is_some_and(|c| c != b'\n') {
+                q += 1;
+                skipped += 1;
+                if skipped > 128 {
+                    return false;
+                }
+            }
+            if self.at(q) != Some(b'\n') {
+                return false;
+            }
+            q += 1;
+            while self.at(q) == Some(b' ') && q - p < 160 {
+                q += 1;
+            }
+            let digits = (q..self.end.min(q + 17))
+                .take_while(|&r| self.buf[r].is_ascii_hexdigit())
+                .count();
+            if digits >= 6 && matches!(self.at(q + digits), Some(b':' | b' ')) {
+                q += digits + 1;
+                while self.at(q) == Some(b' ') && q - p < 200 {
+                    q += 1;
+                }
+            }
+            self.pos = q;
+            self.on_line = 0;
+            return self.pair(q).is_some();
+        }
+        self.pos = p;
+        spaces <= 2
+    }
+
+    fn next_byte(&mut self) -> Option<u8> {
+        if !self.separator() {
+            return None;
+        }
+        let b = self.pair(self.pos)?;
+        self.pos += 2;
+        self.on_line += 1;
+        self.count += 1;
+        if self.record {
+            self.decoded.push(b);
+            self.ends.push(self.pos);
+        }
+        Some(b)
+    }
 }
 
 /// Redaction of a stream that arrives in chunks (an action's stdout or stderr).
@@ -564,6 +908,23 @@ fn hex(v: &[u8], upper: bool, sep: Option<u8>) -> Vec<u8> {
     out
 }
 
+fn url_encoded_all(v: &[u8], upper: bool) -> Vec<u8> {
+    let digits: &[u8; 16] = if upper {
+        b"0123456789ABCDEF"
+    } else {
+        b"0123456789abcdef"
+    };
+    let mut out = Vec::with_capacity(v.len() * 3);
+    for &b in v {
+        out.extend_from_slice(&[
+            b'%',
+            digits[usize::from(b >> 4)],
+            digits[usize::from(b & 15)],
+        ]);
+    }
+    out
+}
+
 fn url_encoded(v: &[u8], upper: bool, plus_for_space: bool) -> Vec<u8> {
     let digits: &[u8; 16] = if upper {
         b"0123456789ABCDEF"
@@ -610,9 +971,13 @@ fn forms(v: &[u8]) -> Vec<Vec<u8>> {
         f.push(hex(v, false, Some(b' ')));
         f.push(hex(v, true, Some(b' ')));
     }
-    f.push(url_encoded(v, true, false));
-    f.push(url_encoded(v, false, false));
-    f.push(url_encoded(v, true, true));
+    for upper in [true, false] {
+        f.push(url_encoded(v, upper, false));
+        f.push(url_encoded(v, upper, true));
+        // `%68%75%6e…`: every byte encoded, as some encoders and `xxd -p |
+        // sed 's/../%&/g'` write it.
+        f.push(url_encoded_all(v, upper));
+    }
     // Line-wrapped dumps of a file holding just the value: `base64` (76
     // columns), PEM/openssl (64), `xxd -p` (60 hex digits), and xxd's default
     // two-byte groups for a value that fits on one of its lines.
@@ -631,12 +996,20 @@ fn forms(v: &[u8]) -> Vec<Vec<u8>> {
         f.push(groups.join(&b' '));
     }
     if let Ok(s) = std::str::from_utf8(v) {
+        let mut json_forms = Vec::new();
         if let Ok(json) = serde_json::to_string(s) {
-            let inner = json.as_bytes()[1..json.len() - 1].to_vec();
-            f.push(inner);
+            json_forms.push(json.as_bytes()[1..json.len() - 1].to_vec());
         }
         if !s.is_ascii() {
-            f.push(json_ascii(s));
+            json_forms.push(json_ascii(s, false));
+            json_forms.push(json_ascii(s, true));
+        }
+        for j in json_forms {
+            // PHP and some others also escape `/`.
+            if j.contains(&b'/') {
+                f.push(String::from_utf8_lossy(&j).replace('/', "\\/").into_bytes());
+            }
+            f.push(j);
         }
     }
     f
@@ -650,7 +1023,7 @@ fn wrapped(data: &[u8], width: usize) -> Vec<u8> {
 
 /// The JSON string body with every non-ASCII character as `\uXXXX` (lower
 /// case, surrogate pairs), as Python's `json.dumps` writes it by default.
-fn json_ascii(s: &str) -> Vec<u8> {
+fn json_ascii(s: &str, upper: bool) -> Vec<u8> {
     let mut out = String::new();
     for c in s.chars() {
         match c {
@@ -662,7 +1035,11 @@ fn json_ascii(s: &str) -> Vec<u8> {
             c if (c as u32) < 0x20 || !c.is_ascii() => {
                 let mut buf = [0u16; 2];
                 for unit in c.encode_utf16(&mut buf) {
-                    out.push_str(&format!("\\u{unit:04x}"));
+                    if upper {
+                        out.push_str(&format!("\\u{unit:04X}"));
+                    } else {
+                        out.push_str(&format!("\\u{unit:04x}"));
+                    }
                 }
             }
             c => out.push(c),
@@ -767,7 +1144,10 @@ mod tests {
         let (t, _) = red.redact_str("00000000: 7333 6372 6574 2d76 616c 7565  {{x}}");
         assert_eq!(t, "00000000: {{secret:short}}  {{x}}");
         let red = r(&[("w", "wörd-\u{1F600}")]);
-        assert_eq!(json_ascii("wörd-\u{1F600}"), b"w\\u00f6rd-\\ud83d\\ude00");
+        assert_eq!(
+            json_ascii("wörd-\u{1F600}", false),
+            b"w\\u00f6rd-\\ud83d\\ude00"
+        );
         assert_eq!(
             red.redact_str(r#"{"p": "w\u00f6rd-\ud83d\ude00"}"#).0,
             r#"{"p": "{{secret:w}}"}"#

@@ -1333,7 +1333,15 @@ impl SessionSecrets {
             ExecSpec::Command { command, .. } => {
                 let program = PathBuf::from(command.argv.first().map(String::as_str).unwrap_or(""));
                 self.check_text("the working directory", &command.cwd)?;
-                self.substitute_command(&program, &mut command.argv, &mut command.env, None)
+                // The broker's own variables never hold a placeholder and no
+                // scope can name them (`forbidden_var`), so the whole
+                // environment is checked as the request's.
+                self.substitute_command(
+                    &program,
+                    &mut command.argv,
+                    &mut command.env,
+                    command.stdin.as_mut(),
+                )
             }
             ExecSpec::File { op, env, .. } => {
                 for (k, v) in env.iter() {

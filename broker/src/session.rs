@@ -637,8 +637,7 @@ impl<'a> Session<'a> {
             match self.op.next_input() {
                 None => return OperatorInput::End,
                 Some(line) if line.trim() == "/secrets" => {
-                    self.op
-                        .event(&AgentEvent::Info(crate::secrets::describe_session_secrets()));
+                    self.op.event(&AgentEvent::Info(self.secrets.describe()));
                 }
                 Some(line) => {
                     // An operator may paste a known secret into the chat.

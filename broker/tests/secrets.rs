@@ -769,6 +769,7 @@ fn executor_specs_and_file_operations() {
             ],
             cwd: "/root".to_string(),
             cgroup_dir: None,
+            stdin: None,
         },
     };
     let subs = s.substitute_spec(&mut spec).unwrap();
@@ -786,6 +787,7 @@ fn executor_specs_and_file_operations() {
             env: vec![],
             cwd: "/root".to_string(),
             cgroup_dir: None,
+            stdin: None,
         },
     };
     assert!(matches!(

@@ -174,6 +174,7 @@ fn main() {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         cwd: "/".into(),
         cgroup_dir: None,
+        stdin: None,
     };
     // The broker's caches: the ruleset and the seccomp program built once.
     let ruleset = Arc::new(

@@ -384,6 +384,7 @@ fn command_in(argv: &[&str], profile: ConfinementProfile, cgroup: Option<&Cgroup
             ],
             cwd: "/".into(),
             cgroup_dir: cgroup.map(|c| c.0.display().to_string()),
+            stdin: None,
         },
     }
 }

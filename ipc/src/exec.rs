@@ -31,6 +31,10 @@ pub struct CommandSpec {
     pub cwd: String,
     /// Cgroup directory (v2) to join so every descendant can be killed.
     pub cgroup_dir: Option<String>,
+    /// Fed to the command's standard input through a pipe; `None`: it reads
+    /// /dev/null.
+    #[serde(default)]
+    pub stdin: Option<String>,
 }
 
 /// `{"command": "sshd", "args": ["-t", "-f", "{file}"]}`: run on the temporary

@@ -111,11 +111,21 @@ impl Engine {
                     None => self.refuse(Category::Unknown, "unknown tool", "tool catalog", name),
                 }
             }
-            Request::Exec { argv, cwd } => {
+            Request::Exec {
+                argv,
+                env,
+                stdin,
+                cwd,
+            } => {
                 if argv.is_empty() {
                     return self.refuse(Category::Unknown, "empty command", "analysis limits", "");
                 }
-                let size: usize = argv.iter().map(|a| a.len() + 1).sum();
+                let size: usize = argv.iter().map(|a| a.len() + 1).sum::<usize>()
+                    + env
+                        .iter()
+                        .map(|(k, v)| k.len() + v.len() + 2)
+                        .sum::<usize>()
+                    + stdin.map_or(0, str::len);
                 let text = argv.join(" ");
                 if size > limits::MAX_SCRIPT_BYTES {
                     return self.refuse(
@@ -145,16 +155,35 @@ impl Engine {
                 }
                 let cwd = abs(cwd);
                 let cmd = Cmd {
-                    assigns: Vec::new(),
+                    assigns: env.iter().map(|(k, v)| (k.clone(), Arg::lit(v))).collect(),
                     argv: argv.iter().map(|a| Arg::lit(a)).collect(),
                     redirs: Vec::new(),
                     cwd,
-                    stdin: Stdin::Inherit,
+                    stdin: match stdin {
+                        Some(body) => Stdin::Here {
+                            body: body.to_string(),
+                            literal: true,
+                        },
+                        None => Stdin::Inherit,
+                    },
                     depth: 0,
                 };
-                self.bounded(openers, &text, paths, move |an| {
+                let mut d = self.bounded(openers, &text, paths, move |an| {
                     an.items.push(Item::Cmd(cmd))
-                })
+                });
+                // The stdin is part of what was decided (and approved).
+                if let Some(body) = stdin {
+                    d.normalized
+                        .push_str(&format!(" <<< '{}'", body.replace('\'', "'\\''")));
+                    if d.normalized.len() > MAX_NORMALIZED {
+                        let mut cut = MAX_NORMALIZED;
+                        while !d.normalized.is_char_boundary(cut) {
+                            cut -= 1;
+                        }
+                        d.normalized.truncate(cut);
+                    }
+                }
+                d
             }
             Request::Shell { script, cwd } => {
                 if script.len() > limits::MAX_SCRIPT_BYTES {

@@ -5,8 +5,16 @@ use std::path::{Path, PathBuf};
 /// One request from the agent, as the broker decoded it.
 #[derive(Debug, Clone, Copy)]
 pub enum Request<'a> {
-    /// `exec`: a program and its arguments, no shell.
-    Exec { argv: &'a [String], cwd: &'a Path },
+    /// `exec`: a program and its arguments, no shell; the variables it gets
+    /// on top of the broker's fixed environment, and the text on its stdin
+    /// (`None`: /dev/null). Both are judged as a shell command's `NAME=value`
+    /// words and here-string would be (`bash` fed a script on stdin runs it).
+    Exec {
+        argv: &'a [String],
+        env: &'a [(String, String)],
+        stdin: Option<&'a str>,
+        cwd: &'a Path,
+    },
     /// `shell`: a script for `bash -lc`.
     Shell { script: &'a str, cwd: &'a Path },
     /// A non-command tool; its effect comes from the catalog by name.

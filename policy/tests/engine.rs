@@ -309,6 +309,8 @@ fn exec_requests_are_classified_without_a_shell() {
     let d = e.decide(
         &Request::Exec {
             argv: &argv,
+            env: &[],
+            stdin: None,
             cwd: Path::new("/srv/agent"),
         },
         &LexicalPaths,
@@ -323,6 +325,8 @@ fn exec_requests_are_classified_without_a_shell() {
     let d = e.decide(
         &Request::Exec {
             argv: &argv,
+            env: &[],
+            stdin: None,
             cwd: Path::new("/srv/agent"),
         },
         &LexicalPaths,
@@ -336,6 +340,8 @@ fn exec_requests_are_classified_without_a_shell() {
     let d = e.decide(
         &Request::Exec {
             argv: &argv,
+            env: &[],
+            stdin: None,
             cwd: Path::new("/srv/agent"),
         },
         &LexicalPaths,
@@ -345,6 +351,8 @@ fn exec_requests_are_classified_without_a_shell() {
         .decide(
             &Request::Exec {
                 argv: &[],
+                env: &[],
+                stdin: None,
                 cwd: Path::new("/")
             },
             &LexicalPaths

@@ -255,7 +255,7 @@ proptest! {
         decide_all(&s)?;
         let argv = vec![s.clone(), s.clone()];
         for (ow, net, e) in &engines().list {
-            let d = e.decide(&Request::Exec { argv: &argv, cwd: Path::new("/srv/agent") }, &LexicalPaths);
+            let d = e.decide(&Request::Exec { argv: &argv, env: &[], stdin: None, cwd: Path::new("/srv/agent") }, &LexicalPaths);
             check(&d, *ow, *net)?;
         }
         let _ = parse_agent_md(&format!("```policy\n{s}\n```\n"));

@@ -298,6 +298,8 @@ fn garbage_never_panics() {
         let _ = e.decide(
             &Request::Exec {
                 argv: &argv,
+                env: &[],
+                stdin: None,
                 cwd: Path::new("/"),
             },
             &LexicalPaths,

@@ -386,13 +386,30 @@ impl Jail {
         stderr: OwnedFd,
         gate: Option<GateWait>,
     ) -> Result<ConfinedChild, SpawnError> {
+        self.spawn_with_stdin(None, stdout, stderr, gate)
+    }
+
+    /// [`Jail::spawn`] with `stdin` (e.g. a pipe's read end) as the
+    /// command's standard input; `None`: /dev/null.
+    pub fn spawn_with_stdin(
+        self,
+        stdin: Option<OwnedFd>,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+        gate: Option<GateWait>,
+    ) -> Result<ConfinedChild, SpawnError> {
         let prep = |what: &str, e: std::io::Error| {
             SpawnError::Prepare(SandboxError::step("command", format!("{what}: {e}")))
         };
         let (report_r, report_w) = report_pipe().map_err(|e| prep("report pipe", e))?;
-        let stdin = std::fs::File::open("/dev/null").map_err(|e| prep("/dev/null", e))?;
+        let stdin = match stdin {
+            Some(fd) => fd,
+            None => {
+                OwnedFd::from(std::fs::File::open("/dev/null").map_err(|e| prep("/dev/null", e))?)
+            }
+        };
         // The child dup2s these onto 0–2: none may already sit there.
-        let stdio = [OwnedFd::from(stdin), stdout, stderr]
+        let stdio = [stdin, stdout, stderr]
             .into_iter()
             .map(above_stdio)
             .collect::<std::io::Result<Vec<OwnedFd>>>()

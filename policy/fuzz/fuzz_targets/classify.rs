@@ -49,6 +49,6 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(d.profile.is_some(), !d.verdict.is_deny());
     assert!(!explain(&d).contains('\n'));
     let argv: Vec<String> = s.split('\u{1f}').map(str::to_string).collect();
-    let d = e.decide(&Request::Exec { argv: &argv, cwd: Path::new("/srv/agent") }, &LexicalPaths);
+    let d = e.decide(&Request::Exec { argv: &argv, env: &[], stdin: None, cwd: Path::new("/srv/agent") }, &LexicalPaths);
     assert_eq!(d.profile.is_some(), !d.verdict.is_deny());
 });

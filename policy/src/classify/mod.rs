@@ -240,6 +240,12 @@ fn benign_env(name: &str, value: &Arg) -> bool {
     if name.starts_with("LC_") {
         return true;
     }
+    // Exactly a secret placeholder: the broker puts a value there only when
+    // the secret's scope, written by the operator, grants this variable of
+    // this program; any other use is refused before the decision.
+    if !dangerous_var(name) && value.plain().is_some_and(is_secret_placeholder) {
+        return true;
+    }
     match name {
         "LANG"
         | "LANGUAGE"
@@ -271,6 +277,18 @@ fn benign_env(name: &str, value: &Arg) -> bool {
         }
         _ => false,
     }
+}
+
+/// `{{secret:NAME}}` and nothing else.
+fn is_secret_placeholder(v: &str) -> bool {
+    v.strip_prefix("{{secret:")
+        .and_then(|r| r.strip_suffix("}}"))
+        .is_some_and(|n| {
+            !n.is_empty()
+                && n.len() <= 64
+                && n.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+        })
 }
 
 /// Variables whose assignment changes what later commands run.
