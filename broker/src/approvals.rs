@@ -38,8 +38,11 @@ pub const MAX_PENDING_PER_SESSION: usize = 10;
 pub const MAX_PENDING_TOTAL: usize = 500;
 /// Decided, used and expired approvals are removed this long after expiry.
 pub const KEEP_AFTER_EXPIRY_SECS: i64 = 7 * 24 * 3600;
-const MAX_FILE: u64 = 64 << 10;
+/// An approval holds its whole command (at most 1 MiB, as a script) and
+/// its simple commands shortened.
+const MAX_FILE: u64 = 4 << 20;
 const FIELD_MAX: usize = 4000;
+const COMMAND_MAX: usize = 1 << 20;
 
 /// The key of an identical request: what must match for a granted approval to
 /// be consumed.
@@ -79,6 +82,12 @@ pub struct ApprovalRequest {
     pub mode: String,
     pub host: String,
     pub task: Option<String>,
+    /// Every simple command with its category and risk (see
+    /// [`crate::approval_view`]).
+    #[serde(default)]
+    pub parts: Vec<sysward_ipc::operator::PromptPart>,
+    #[serde(default)]
+    pub parts_total: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,7 +145,9 @@ impl Approval {
     }
 
     /// The prompt's details, readable (sanitized).
-    pub fn render(&self, now: i64) -> String {
+    /// The approval for a person: a long command by head and tail unless
+    /// `full`, and every simple command with its category and risk.
+    pub fn render(&self, now: i64, full: bool) -> String {
         let l = |t: &str| crate::sanitize::one_line(t, 2000);
         let r = &self.request;
         let status = self.status_at(now);
@@ -147,7 +158,7 @@ impl Approval {
             _ => format!("expired {}", rfc3339(self.expires)),
         };
         let mut out = format!(
-            "{}  {}  {}  (session {}, created {}{})\n  mode:     {}   host: {}\n  category: {}   risk: {}\n  command:  {}\n  cwd:      {}\n  runs as:  {}\n  reason:   {}\n",
+            "{}  {}  {}  (session {}, created {}{})\n  mode:     {}   host: {}\n  category: {}   risk: {}\n{}  cwd:      {}\n  runs as:  {}\n  reason:   {}\n",
             self.id,
             status.as_str(),
             when,
@@ -158,7 +169,19 @@ impl Approval {
             l(&r.host),
             l(&r.category),
             l(&r.risk),
-            l(&r.command),
+            crate::approval_view::command_rows(
+                &r.command,
+                &r.parts,
+                r.parts_total,
+                full,
+                ": `sysward approvals --full` shows it all",
+            )
+            .into_iter()
+            .map(|(name, value)| format!(
+                "  {:<9} {value}\n",
+                if name.is_empty() { String::new() } else { format!("{name}:") }
+            ))
+            .collect::<String>(),
             l(&r.cwd),
             l(&r.profile),
             l(&r.reason),
@@ -493,10 +516,16 @@ impl Approvals {
                 cap: MAX_PENDING_TOTAL,
             });
         }
+        req.command = crate::sanitize::one_line(&req.command, COMMAND_MAX);
+        req.parts.truncate(crate::approval_view::PARTS_KEPT);
+        for p in &mut req.parts {
+            for f in [&mut p.text, &mut p.category, &mut p.risk] {
+                *f = crate::sanitize::one_line(f, FIELD_MAX);
+            }
+        }
         for f in [
             &mut req.session,
             &mut req.tool,
-            &mut req.command,
             &mut req.cwd,
             &mut req.category,
             &mut req.risk,
@@ -721,7 +750,7 @@ pub fn check_decider() -> Result<String, String> {
 
 /// `sysward approvals [--json]`: every stored approval with the prompt's
 /// details. Exit 0.
-pub fn cmd_list(layout: &Layout, json: bool) -> Result<i32> {
+pub fn cmd_list(layout: &Layout, json: bool, full: bool) -> Result<i32> {
     if json {
         println!("{}", serde_json::to_string_pretty(&list_json(layout)?)?);
         return Ok(0);
@@ -738,7 +767,7 @@ pub fn cmd_list(layout: &Layout, json: bool) -> Result<i32> {
         println!("no approvals");
     }
     for a in &list {
-        println!("{}", a.render(now));
+        println!("{}", a.render(now, full));
     }
     let waiting = list
         .iter()

@@ -431,6 +431,7 @@ pub fn decide_bounded(
         normalized: crate::sanitize::one_line(&plan.display(), 2000),
         source: source.to_string(),
         profile: None,
+        parts: Vec::new(),
     };
     if STUCK_CLASSIFIERS.load(Ordering::SeqCst) >= MAX_STUCK_CLASSIFIERS {
         return deny(

@@ -2,6 +2,7 @@
 //! it, and the end-to-end tests compose sessions from it.
 
 pub mod action;
+pub mod approval_view;
 pub mod approvals;
 pub mod audit;
 pub mod audit_mirror;

@@ -98,6 +98,10 @@ enum Command {
         /// Machine-readable JSON output.
         #[arg(long)]
         json: bool,
+        /// Show every request in full (long commands are otherwise shown by
+        /// their head and tail, with the count of what lies between).
+        #[arg(long)]
+        full: bool,
     },
     /// Approve a pending request: the next run making it proceeds once.
     Approve {
@@ -280,7 +284,7 @@ fn run_standalone(
         signals.at_prompt.clone(),
     )
     .with_project_history(&ctx.layout.config_dir);
-    let who = format!("uid {}", nix::unistd::getuid());
+    let who = operator::identity(nix::unistd::getuid().as_raw(), None);
     let summary = session::run_session(
         &ctx,
         session::SessionRequest {
@@ -363,7 +367,7 @@ fn run_daemon(root: Option<PathBuf>, socket: PathBuf) -> Result<i32> {
             }
         };
         let ctx = Arc::clone(&ctx);
-        let who = format!("uid {} pid {}", cred.uid, cred.pid);
+        let who = sysward_broker::operator::identity(cred.uid, u32::try_from(cred.pid).ok());
         let spawned = std::thread::Builder::new()
             .name("operator".to_string())
             .stack_size(16 << 20)
@@ -447,6 +451,7 @@ fn real_main() -> Result<i32> {
         Command::Approvals {
             root: None,
             json,
+            full,
             socket,
         } if !nix::unistd::geteuid().is_root() => {
             let (ok, text) = client::request_once(
@@ -456,22 +461,33 @@ fn real_main() -> Result<i32> {
             if json || !ok {
                 println!("{}", sanitize::for_terminal(&text, 1 << 20));
             } else {
+                // The same rendering root gets from the files.
                 let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-                for a in v["approvals"].as_array().into_iter().flatten() {
-                    println!(
-                        "{} {} [{}] {}",
-                        sanitize::one_line(a["id"].as_str().unwrap_or(""), 20),
-                        sanitize::one_line(a["status"].as_str().unwrap_or(""), 20),
-                        sanitize::one_line(a["request"]["risk"].as_str().unwrap_or(""), 20),
-                        sanitize::one_line(a["request"]["command"].as_str().unwrap_or(""), 300)
+                let now = sysward_broker::approvals::now_unix();
+                let list = v["approvals"].as_array().cloned().unwrap_or_default();
+                if list.is_empty() {
+                    println!("no approvals");
+                }
+                for a in list {
+                    match serde_json::from_value::<sysward_broker::approvals::Approval>(a) {
+                        Ok(a) => println!("{}", a.render(now, full)),
+                        Err(e) => println!("(an approval the daemon sent could not be read: {e})"),
+                    }
+                }
+                for p in v["problems"].as_array().into_iter().flatten() {
+                    eprintln!(
+                        "warning: {}",
+                        sanitize::one_line(p.as_str().unwrap_or(""), 500)
                     );
                 }
             }
             Ok(if ok { 0 } else { 1 })
         }
-        Command::Approvals { root, json, .. } => {
+        Command::Approvals {
+            root, json, full, ..
+        } => {
             require_root("sysward approvals --root")?;
-            sysward_broker::approvals::cmd_list(&layout_for(&root)?, json)
+            sysward_broker::approvals::cmd_list(&layout_for(&root)?, json, full)
         }
         Command::Approve {
             id,

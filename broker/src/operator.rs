@@ -250,3 +250,32 @@ impl Operator for LocalOperator {
         self.console().screen.decided(call_id, risk);
     }
 }
+
+/// Who a person is, for the record of what they decided: uid, login name,
+/// and the terminal of `pid` (this process when None) as the kernel shows
+/// it (`/proc/PID/fd/0`), never as a client claims it.
+pub fn identity(uid: u32, pid: Option<u32>) -> String {
+    let name = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| sanitize::one_line(&u.name, 64))
+        .unwrap_or_else(|| "?".to_string());
+    let fd0 = match pid {
+        Some(p) => format!("/proc/{p}/fd/0"),
+        None => "/proc/self/fd/0".to_string(),
+    };
+    let tty = std::fs::read_link(fd0)
+        .ok()
+        .map(|t| t.display().to_string())
+        .filter(|t| t.starts_with("/dev/pts/") || t.starts_with("/dev/tty"))
+        .map(|t| sanitize::one_line(&t, 64));
+    let mut who = format!("uid {uid} ({name})");
+    if let Some(p) = pid {
+        who.push_str(&format!(" pid {p}"));
+    }
+    who.push_str(&match tty {
+        Some(t) => format!(" on {t}"),
+        None => " (no terminal)".to_string(),
+    });
+    who
+}

@@ -6,7 +6,7 @@
 /// Sanitizes `text` and cuts it to at most `max_chars` characters, marking a cut
 /// with `…`.
 pub fn for_terminal(text: &str, max_chars: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(max_chars * 4));
+    let mut out = String::with_capacity(text.len().min(max_chars.saturating_mul(4)));
     let mut count = 0usize;
     for c in text.chars() {
         if !is_shown(c) {

@@ -284,6 +284,9 @@ struct Session<'a> {
     denials: u32,
     pending: u32,
     session_allowed: HashSet<String>,
+    /// Who runs the session (uid, login, terminal): recorded with each of
+    /// their decisions.
+    operator: String,
     /// Requests of the current task that needed a person who was not there: the
     /// task cannot end DONE, whatever the model claims.
     pending_in_task: Vec<String>,
@@ -419,6 +422,7 @@ impl<'a> Session<'a> {
             denials: 0,
             pending: 0,
             session_allowed: HashSet::new(),
+            operator: req.operator.clone(),
             pending_in_task: Vec::new(),
             secrets,
             approvals,
@@ -959,13 +963,17 @@ impl<'a> Session<'a> {
             host: self.ctx.hostname.clone(),
             category: decision.category.as_str().to_string(),
             risk: decision.risk.as_str().to_string(),
-            command: sanitize::one_line(&decision.normalized, 2000),
+            // Whole: a person approves all of it (the panel elides for
+            // display and shows the rest on request).
+            command: sanitize::one_line(&decision.normalized, crate::approval_view::WHOLE),
             profile: decision
                 .profile
                 .as_ref()
                 .map(|p| p.to_string())
                 .unwrap_or_default(),
             reason: sanitize::one_line(plan.reason(), 500),
+            parts: crate::approval_view::prompt_parts(&decision.parts),
+            parts_total: decision.parts.len(),
         };
         self.pending += 1;
         let answer = self.op.approve(&prompt);
@@ -985,11 +993,20 @@ impl<'a> Session<'a> {
                 mode: prompt.mode.clone(),
                 host: prompt.host.clone(),
                 task: self.current_task.clone(),
+                parts: prompt.parts.clone(),
+                parts_total: prompt.parts_total,
             };
             return match self.approvals.create(request) {
                 Ok(created) => {
                     let a = created.approval();
                     let _ = self.audit(json!({"event": "approval_pending", "session": self.id, "approval": a.id, "command": prompt.command}));
+                    self.op.event(&AgentEvent::Info(format!(
+                        "pending approval {id}: {} ({} · risk {}) — to allow it: sysward approve {id} (then run again); to refuse: sysward deny {id}",
+                        crate::approval_view::elide(&prompt.command, 160, 80, ""),
+                        prompt.category,
+                        prompt.risk,
+                        id = a.id
+                    )));
                     Err(Box::new(ToolResult::refused(
                         "",
                         ToolStatus::PendingApproval,
@@ -1012,10 +1029,12 @@ impl<'a> Session<'a> {
                 ToolStatus::PendingApproval,
                 "approval required",
             ))),
-            Some((ApprovalDecision::AllowOnce, _)) => Ok("operator (once)".to_string()),
+            Some((ApprovalDecision::AllowOnce, _)) => {
+                Ok(format!("operator (once): {}", self.operator))
+            }
             Some((ApprovalDecision::AllowSession { confirmed: true }, _)) => {
                 self.session_allowed.insert(decision.normalized.clone());
-                Ok("operator (for this session)".to_string())
+                Ok(format!("operator (for this session): {}", self.operator))
             }
             Some((ApprovalDecision::AllowSession { confirmed: false }, _))
             | Some((ApprovalDecision::Deny, _)) => {
@@ -1026,6 +1045,7 @@ impl<'a> Session<'a> {
                     }
                     _ => String::new(),
                 };
+                let _ = self.audit(json!({"event": "approval_denied", "session": self.id, "command": prompt.command, "by": self.operator}));
                 Err(Box::new(ToolResult::refused(
                     "",
                     ToolStatus::Denied,

@@ -860,8 +860,13 @@ fn spinner_line(st: &ScreenState, style: Style) -> String {
 
 // ---- the approval panel and the prompt -------------------------------------------------
 
-/// The approval request as a panel, every field sanitized to one line.
+/// The approval request as a panel, every field sanitized to one line; a
+/// long command shown by head and tail (`full`: all of it).
 pub fn render_approval_panel(p: &ApprovalPrompt, style: Style) -> String {
+    render_approval_panel_with(p, style, false)
+}
+
+fn render_approval_panel_with(p: &ApprovalPrompt, style: Style, full: bool) -> String {
     let l = |t: &str, n: usize| sanitize::one_line(t, n);
     let risk = l(&p.risk, 32);
     let rule = "─".repeat(columns().clamp(40, 100).saturating_sub(30));
@@ -881,7 +886,22 @@ pub fn render_approval_panel(p: &ApprovalPrompt, style: Style) -> String {
             style.risk(&risk, &risk.to_uppercase())
         ),
     );
-    row("command", style.bold(&l(&p.command, 4000)));
+    for (name, value) in crate::approval_view::command_rows(
+        &p.command,
+        &p.parts,
+        p.parts_total,
+        full,
+        ": [v] shows it all",
+    ) {
+        row(
+            name,
+            if name == "command" {
+                style.bold(&value)
+            } else {
+                value
+            },
+        );
+    }
     row("runs as", l(&p.profile, 2000));
     let reason = l(&p.reason, 1000);
     row(
@@ -893,10 +913,11 @@ pub fn render_approval_panel(p: &ApprovalPrompt, style: Style) -> String {
         },
     );
     out.push_str(&format!(
-        "└─ {} allow once   {} allow this command for the session   {} deny",
+        "└─ {} allow once   {} allow this command for the session   {} deny   {} view all",
         style.bold("[y]"),
         style.bold("[s]"),
-        style.bold("[n]")
+        style.bold("[n]"),
+        style.bold("[v]")
     ));
     out
 }
@@ -911,10 +932,10 @@ pub fn ask_approval(
 ) -> (ApprovalDecision, String) {
     screen.idle();
     screen.print(&render_approval_panel(p, screen.style()));
-    let answer =
-        loop {
-            match input.read("answer [y/s/n]: ") {
+    let answer = loop {
+        match input.read("answer [y/s/n/v]: ") {
             Read::Line(a) => match a.trim() {
+                "v" | "V" => screen.print(&render_approval_panel_with(p, screen.style(), true)),
                 "y" | "Y" => break (ApprovalDecision::AllowOnce, String::new()),
                 "s" | "S" => match input.read(
                     "allow this exact command for the rest of the session? type 'yes' to confirm: ",
@@ -937,7 +958,7 @@ pub fn ask_approval(
                     };
                     break (ApprovalDecision::Deny, note);
                 }
-                _ => screen.print("answer y (allow once), s (allow for this session) or n (deny)"),
+                _ => screen.print("answer y (allow once), s (allow for this session), n (deny) or v (view the whole request)"),
             },
             Read::Interrupted => {
                 break (
@@ -947,7 +968,7 @@ pub fn ask_approval(
             }
             Read::Eof => break (ApprovalDecision::Deny, "no answer (input closed)".to_string()),
         }
-        };
+    };
     let style = screen.style();
     screen.print(&match answer.0 {
         ApprovalDecision::AllowOnce => style.paint("32", "allowed once"),
@@ -1141,6 +1162,8 @@ mod tests {
             command: "systemctl restart x\x1b[2J\n[y] fake".into(),
             profile: "uid 0, caps all".into(),
             reason: "restart \u{202E}it".into(),
+            parts: Vec::new(),
+            parts_total: 1,
         };
         let text = render_approval_panel(&p, Style::plain());
         assert!(!text.contains('\x1b') && !text.contains('\u{202E}'));

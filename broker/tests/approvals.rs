@@ -50,6 +50,8 @@ fn request(session: &str, command: &str) -> ApprovalRequest {
         mode: "strict".to_string(),
         host: "web1".to_string(),
         task: Some("01-nginx.md".to_string()),
+        parts: Vec::new(),
+        parts_total: 1,
     }
 }
 
@@ -83,7 +85,7 @@ fn lifecycle_create_list_approve_take_once() {
     // listed with the prompt's details
     let list = store.list().unwrap();
     assert_eq!(list.len(), 1);
-    let shown = list[0].render(approvals::now_unix());
+    let shown = list[0].render(approvals::now_unix(), false);
     for want in [
         "pending",
         "systemctl reload nginx",
@@ -290,7 +292,7 @@ fn cli_handlers_decide_audit_and_print_json() {
     // nothing yet
     let v = approvals::list_json(&layout).unwrap();
     assert_eq!(v["approvals"].as_array().unwrap().len(), 0);
-    assert_eq!(approvals::cmd_list(&layout, false).unwrap(), 0);
+    assert_eq!(approvals::cmd_list(&layout, false, false).unwrap(), 0);
 
     let store = Approvals::open(&layout).unwrap();
     let a = store
@@ -303,7 +305,7 @@ fn cli_handlers_decide_audit_and_print_json() {
         .unwrap()
         .approval()
         .clone();
-    assert_eq!(approvals::cmd_list(&layout, true).unwrap(), 0);
+    assert_eq!(approvals::cmd_list(&layout, true, false).unwrap(), 0);
     let v: serde_json::Value = serde_json::from_str(
         &serde_json::to_string(&approvals::list_json(&layout).unwrap()).unwrap(),
     )

@@ -29,6 +29,22 @@ pub struct ApprovalPrompt {
     /// The confinement profile in one line.
     pub profile: String,
     pub reason: String,
+    /// Every simple command the classifier found, with its own category and
+    /// risk (the panel lists them; a long one is shown by head and tail).
+    #[serde(default)]
+    pub parts: Vec<PromptPart>,
+    /// How many simple commands there are in all (`parts` keeps the first
+    /// ones only when there are very many).
+    #[serde(default)]
+    pub parts_total: usize,
+}
+
+/// One simple command of an approval request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptPart {
+    pub text: String,
+    pub category: String,
+    pub risk: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

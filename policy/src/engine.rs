@@ -27,6 +27,17 @@ pub struct Decision {
     pub source: String,
     /// The confinement for Allow and Ask; None for Deny.
     pub profile: Option<ConfinementProfile>,
+    /// Every simple command found (after unwrapping), in order, with its own
+    /// category and risk: what a person approving the request must see.
+    pub parts: Vec<Part>,
+}
+
+/// One simple command of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    pub text: String,
+    pub category: Category,
+    pub risk: Risk,
 }
 
 /// The policy engine for one loaded policy on one host.
@@ -37,7 +48,9 @@ pub struct Engine {
     sets: PathSets,
 }
 
-const MAX_NORMALIZED: usize = 4096;
+/// The longest request text a person can be shown in full (a script is at
+/// most 1 MiB); a longer one is never asked about, only refused.
+const MAX_NORMALIZED: usize = 1 << 20;
 
 impl Engine {
     pub fn new(block: PolicyBlock, facts: HostFacts) -> Engine {
@@ -81,6 +94,7 @@ impl Engine {
             normalized: one_line(normalized),
             source: source.to_string(),
             profile: None,
+            parts: Vec::new(),
         }
     }
 
@@ -271,6 +285,7 @@ impl Engine {
                 normalized: String::new(),
                 source: "empty script".to_string(),
                 profile: None,
+                parts: Vec::new(),
             };
             d.profile = profile::build(
                 &[],
@@ -308,6 +323,15 @@ impl Engine {
         }
         let j = &judged[best];
         let category = effects[best].category;
+        let parts = effects
+            .iter()
+            .zip(&judged)
+            .map(|(e, j)| Part {
+                text: one_line(&e.text),
+                category: e.category,
+                risk: j.risk,
+            })
+            .collect();
         let mut d = Decision {
             verdict: j.verdict.clone(),
             category,
@@ -316,7 +340,16 @@ impl Engine {
             normalized: one_line(&normalized),
             source: j.source.clone(),
             profile: None,
+            parts,
         };
+        if normalized.len() > MAX_NORMALIZED && !d.verdict.is_deny() {
+            let why = "the request is too long to show a person in full: refused".to_string();
+            d.verdict = Verdict::Deny {
+                reason: why.clone(),
+            };
+            d.reason = why;
+            d.source = "analysis limits".to_string();
+        }
         if !d.verdict.is_deny() {
             let refs: Vec<&Effect> = effects.iter().collect();
             match profile::build(&refs, category, &self.block, &self.facts, &self.sets, paths) {

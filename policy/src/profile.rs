@@ -116,15 +116,19 @@ pub fn build(
             wide = true;
         }
         let mut all: Vec<(&Target, WriteKind)> = e.writes.iter().map(|(t, k)| (t, *k)).collect();
-        for d in &e.deletes {
-            all.push((
-                d,
-                if e.recursive {
-                    WriteKind::Tree
-                } else {
-                    WriteKind::Move
-                },
-            ));
+        // Removing an entry is a right on the directory that holds it (the
+        // last rmdir of `rm -rf DIR` is one in DIR's parent), and that grant
+        // covers DIR's subtree too.
+        let parents: Vec<Target> = e
+            .deletes
+            .iter()
+            .map(|d| match d {
+                Target::Beneath(p) => Target::Path(p.clone()),
+                other => other.clone(),
+            })
+            .collect();
+        for d in &parents {
+            all.push((d, WriteKind::Move));
         }
         for (t, k) in all {
             match write_root(t, k, paths_facts) {

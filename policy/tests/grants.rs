@@ -86,3 +86,35 @@ fn every_allowed_write_gets_a_grant_that_covers_its_own_targets() {
     }
     assert_eq!(checked, CORPUS.iter().map(|c| c.1.len()).sum::<usize>());
 }
+
+/// Removing an entry is a right on the directory holding it: the grant must
+/// cover that directory (the last `rmdir` of `rm -rf DIR` happens in DIR's
+/// parent).
+const DELETES: &[(&str, &str)] = &[
+    ("rm -rf /srv/agent/data", "/srv/agent"),
+    ("rm -r /var/lib/app", "/var/lib"),
+    ("rm /etc/app.conf", "/etc"),
+    ("rmdir /etc/app/conf.d", "/etc/app"),
+    ("rm -rf /srv/agent/work/build/", "/srv/agent/work"),
+];
+
+#[test]
+fn every_allowed_delete_gets_a_grant_on_the_directory_that_holds_it() {
+    let e = engine();
+    for (script, parent) in DELETES {
+        let d = e.decide(
+            &Request::Shell {
+                script,
+                cwd: Path::new("/srv/agent/work"),
+            },
+            &LexicalPaths,
+        );
+        assert!(!d.verdict.is_deny(), "{script}: denied: {d:?}");
+        let p = d.profile.expect("an allowed command has a profile");
+        let covered = p.write_everywhere
+            || p.write_paths
+                .iter()
+                .any(|w| Path::new(parent).starts_with(w));
+        assert!(covered, "{script}: {parent} is not writable under {p}");
+    }
+}

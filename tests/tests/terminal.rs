@@ -128,7 +128,7 @@ fn cli_in_tmux_history_cancel_approval_and_a_sane_terminal() {
     assert!(panel.contains("HIGH"), "risk shown: {panel}");
     assert!(panel.contains("[y] allow once"), "{panel}");
     tmux.wait_for("the approval prompt", Duration::from_secs(10), |t| {
-        t.contains("answer [y/s/n]:")
+        t.contains("answer [y/s/n/v]:")
     });
     tmux.line("s");
     tmux.wait_for("the second confirmation", Duration::from_secs(10), |t| {
@@ -138,7 +138,7 @@ fn cli_in_tmux_history_cancel_approval_and_a_sane_terminal() {
     tmux.wait_for("not confirmed", Duration::from_secs(10), |t| {
         t.contains("not confirmed; answer again")
     });
-    tmux.wait_count("answer [y/s/n]:", 2, Duration::from_secs(10));
+    tmux.wait_count("answer [y/s/n/v]:", 2, Duration::from_secs(10));
     tmux.line("n");
     tmux.wait_for("the note prompt", Duration::from_secs(10), |t| {
         t.contains("note for the model")
@@ -327,7 +327,7 @@ fn daemon_cli_in_tmux_as_a_group_member() {
     tmux.keys(&["Enter"]);
     tmux.wait_count("approval needed", 1, Duration::from_secs(60));
     tmux.wait_for("the approval prompt", Duration::from_secs(10), |t| {
-        t.contains("answer [y/s/n]:")
+        t.contains("answer [y/s/n/v]:")
     });
     tmux.line("y");
     tmux.wait_count("Restart attempted.", 1, Duration::from_secs(60));
