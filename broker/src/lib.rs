@@ -19,6 +19,7 @@ pub mod gateway_link;
 pub mod mountns;
 pub mod operator;
 pub mod pinned;
+pub mod pre_approvals;
 pub mod project;
 pub mod redact;
 pub mod retry;

@@ -109,7 +109,15 @@ enum Command {
         #[arg(long, default_value = control::SOCKET_PATH)]
         socket: PathBuf,
         /// The approval id (from `sysward approvals`).
-        id: String,
+        #[arg(required_unless_present = "task", conflicts_with = "task")]
+        id: Option<String>,
+        /// Approve every pending request of this task file at once, after
+        /// showing them.
+        #[arg(long, value_name = "TASK_FILE")]
+        task: Option<String>,
+        /// With --task: do not ask for confirmation (needed without a terminal).
+        #[arg(long, requires = "task")]
+        yes: bool,
         /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
         #[arg(long)]
         root: Option<PathBuf>,
@@ -490,9 +498,47 @@ fn real_main() -> Result<i32> {
             sysward_broker::approvals::cmd_list(&layout_for(&root)?, json, full)
         }
         Command::Approve {
-            id,
+            task: Some(task),
+            yes,
             root: None,
             socket,
+            ..
+        } if !nix::unistd::geteuid().is_root() => approve_task(
+            &task,
+            yes,
+            || {
+                let (ok, text) = client::request_once(
+                    &socket,
+                    sysward_ipc::operator::OperatorRequest::ListApprovals,
+                )?;
+                if !ok {
+                    anyhow::bail!("{}", sanitize::one_line(&text, 2000));
+                }
+                Ok(serde_json::from_str(&text)?)
+            },
+            |id| decide_through_daemon(&socket, id.to_string(), None),
+        ),
+        Command::Approve {
+            task: Some(task),
+            yes,
+            root,
+            ..
+        } => {
+            require_root("sysward approve --root")?;
+            let layout = layout_for(&root)?;
+            let audit = audit::Audit::open(&layout.audit_log(), &layout.audit_head())?;
+            approve_task(
+                &task,
+                yes,
+                || sysward_broker::approvals::list_json(&layout),
+                |id| sysward_broker::approvals::cmd_approve(&layout, &audit, id),
+            )
+        }
+        Command::Approve {
+            id: Some(id),
+            root: None,
+            socket,
+            ..
         } if !nix::unistd::geteuid().is_root() => decide_through_daemon(&socket, id, None),
         Command::Deny {
             id,
@@ -506,6 +552,7 @@ fn real_main() -> Result<i32> {
             require_root("sysward approve --root")?;
             let layout = layout_for(&root)?;
             let audit = audit::Audit::open(&layout.audit_log(), &layout.audit_head())?;
+            let id = id.context("an approval id, or --task TASK_FILE")?;
             sysward_broker::approvals::cmd_approve(&layout, &audit, &id)
         }
         Command::Deny { id, note, root, .. } => {
@@ -592,6 +639,63 @@ fn generate(what: GenerateCommand) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// `sysward approve --task TASK_FILE`: shows every pending request of the
+/// task, then (confirmed at a terminal, or `--yes`) approves each.
+fn approve_task(
+    task: &str,
+    yes: bool,
+    list: impl FnOnce() -> Result<serde_json::Value>,
+    mut approve: impl FnMut(&str) -> Result<i32>,
+) -> Result<i32> {
+    let now = sysward_broker::approvals::now_unix();
+    let all = list()?;
+    let pending: Vec<sysward_broker::approvals::Approval> = all["approvals"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| serde_json::from_value(a.clone()).ok())
+        .filter(|a: &sysward_broker::approvals::Approval| {
+            a.request.task.as_deref() == Some(task)
+                && a.status_at(now) == sysward_broker::approvals::Status::Pending
+        })
+        .collect();
+    if pending.is_empty() {
+        eprintln!(
+            "sysward: no pending approvals for task {}",
+            sanitize::one_line(task, 200)
+        );
+        return Ok(1);
+    }
+    for a in &pending {
+        println!("{}", a.render(now, false));
+    }
+    if !yes {
+        if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            eprintln!("sysward: not a terminal: add --yes to approve these {} request(s) without confirming", pending.len());
+            return Ok(1);
+        }
+        print!(
+            "approve all {} request(s) of {}? type 'yes': ",
+            pending.len(),
+            sanitize::one_line(task, 200)
+        );
+        std::io::Write::flush(&mut std::io::stdout())?;
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if answer.trim() != "yes" {
+            println!("nothing approved");
+            return Ok(1);
+        }
+    }
+    let mut failed = 0;
+    for a in &pending {
+        if approve(&a.id)? != 0 {
+            failed += 1;
+        }
+    }
+    Ok(if failed == 0 { 0 } else { 1 })
 }
 
 fn decide_through_daemon(

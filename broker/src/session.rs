@@ -267,6 +267,8 @@ struct Session<'a> {
     id: String,
     project: Project,
     engine: Arc<sysward_policy::Engine>,
+    /// The tasks' pre-approvals; `engine` is the running task's.
+    pre_approvals: crate::pre_approvals::PreApprovals,
     mode: SessionMode,
     dry_run: bool,
     agent: Child,
@@ -387,6 +389,11 @@ impl<'a> Session<'a> {
             .iter()
             .map(|t| (t.name.clone(), t.sha256.clone()))
             .collect();
+        let (pre_approvals, pre_warnings) =
+            crate::pre_approvals::PreApprovals::new(Arc::clone(&engine), &setup.tasks);
+        for w in pre_warnings {
+            op.event(&AgentEvent::Warning(w));
+        }
         let mut outcomes = Vec::new();
         for t in skipped {
             op.event(&AgentEvent::TaskSkipped {
@@ -408,6 +415,7 @@ impl<'a> Session<'a> {
             id: id.to_string(),
             project,
             engine,
+            pre_approvals,
             mode: req.mode.clone(),
             dry_run: req.dry_run,
             agent,
@@ -555,6 +563,7 @@ impl<'a> Session<'a> {
                 AgentRequest::Event(event) => {
                     if let AgentEvent::TaskStart { name } = &event {
                         self.current_task = Some(name.clone());
+                        self.engine = self.pre_approvals.enter(Some(name));
                     }
                     if let AgentEvent::Usage {
                         prompt_tokens,
@@ -809,6 +818,12 @@ impl<'a> Session<'a> {
                         }
                     }
                 }
+            }
+            _ if decision.source.starts_with("pre-approved by ") => {
+                if let Some(next) = self.pre_approvals.used(&decision.source) {
+                    self.engine = next;
+                }
+                decision.source.clone()
             }
             _ => "policy".to_string(),
         };

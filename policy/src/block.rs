@@ -85,6 +85,17 @@ pub struct OperatorRule {
     pub prefix: Vec<String>,
     /// agent.md line, for `source`.
     pub line: usize,
+    /// Where the rule comes from when not agent.md: a task's pre-approvals
+    /// (`10-ssh.md (sha256 ab12…)`), valid for that task's content only.
+    pub origin: Option<String>,
+}
+
+/// Who stated a rule, for a decision's `source`.
+fn rule_source(origin: &Option<String>, line: usize) -> String {
+    match origin {
+        Some(o) => format!("pre-approved by {o} line {line}"),
+        None => format!("operator rule line {line}"),
+    }
 }
 
 impl OperatorRule {
@@ -93,11 +104,58 @@ impl OperatorRule {
         format!("{}={}", self.action.directive(), self.prefix.join(" "))
     }
 
+    /// The decision's `source` when this rule decided.
+    pub fn source(&self) -> String {
+        rule_source(&self.origin, self.line)
+    }
+
     /// Whether the rule's words are a prefix of `argv`.
     pub fn matches(&self, argv: &[String]) -> bool {
         !self.prefix.is_empty()
             && self.prefix.len() <= argv.len()
             && self.prefix.iter().zip(argv).all(|(a, b)| a == b)
+    }
+}
+
+/// `WRITE_ALLOW=` / `WRITE_ASK=` / `WRITE_DENY=`: the file tools' counterpart
+/// of the command rules, a path glob (`*` and `?` within one path component,
+/// `**` across them) that every path a file tool changes must match.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WriteRule {
+    pub action: RuleAction,
+    pub glob: String,
+    /// Only this file tool (a task's `write_file /etc/x-*.conf`); None: any.
+    pub tool: Option<String>,
+    pub line: usize,
+    pub origin: Option<String>,
+}
+
+impl WriteRule {
+    pub fn describe(&self) -> String {
+        let directive = match self.action {
+            RuleAction::Allow => "WRITE_ALLOW",
+            RuleAction::Ask => "WRITE_ASK",
+            RuleAction::Deny => "WRITE_DENY",
+        };
+        match &self.tool {
+            Some(t) => format!("{directive}={t} {}", self.glob),
+            None => format!("{directive}={}", self.glob),
+        }
+    }
+
+    pub fn source(&self) -> String {
+        rule_source(&self.origin, self.line)
+    }
+
+    /// Whether the rule covers file tool `tool` changing all of `paths`
+    /// (absolute, normalized).
+    pub fn matches(&self, tool: &str, paths: &[&std::path::Path]) -> bool {
+        self.tool.as_deref().is_none_or(|t| t == tool)
+            && !paths.is_empty()
+            && paths.iter().all(|p| {
+                p.to_str()
+                    .is_some_and(|p| crate::glob::matches(&self.glob, p))
+            })
     }
 }
 
@@ -126,6 +184,7 @@ pub struct PolicyBlock {
     pub task_order: Vec<String>,
     pub approval_mode: ApprovalMode,
     pub rules: Vec<OperatorRule>,
+    pub write_rules: Vec<WriteRule>,
 }
 
 impl Default for PolicyBlock {
@@ -149,6 +208,7 @@ impl Default for PolicyBlock {
             task_order: Vec::new(),
             approval_mode: ApprovalMode::Strict,
             rules: Vec::new(),
+            write_rules: Vec::new(),
         }
     }
 }
@@ -243,13 +303,16 @@ impl PolicyBlock {
                 quote_value(&self.task_order.join(","))
             );
         }
-        for rule in &self.rules {
+        for rule in self.rules.iter().filter(|r| r.origin.is_none()) {
             let _ = writeln!(
                 out,
                 "{}={}",
                 rule.action.directive(),
                 quote_value(&rule.prefix.join(" "))
             );
+        }
+        for rule in self.write_rules.iter().filter(|r| r.origin.is_none()) {
+            let _ = writeln!(out, "{}", rule.describe());
         }
         out
     }
@@ -385,7 +448,15 @@ fn parse_directives(
                 text: truncate(text),
             });
         }
-        let repeatable = matches!(key, "COMMAND_ALLOW" | "COMMAND_ASK" | "COMMAND_DENY");
+        let repeatable = matches!(
+            key,
+            "COMMAND_ALLOW"
+                | "COMMAND_ASK"
+                | "COMMAND_DENY"
+                | "WRITE_ALLOW"
+                | "WRITE_ASK"
+                | "WRITE_DENY"
+        );
         if !repeatable {
             if let Some(&first) = seen.get(key) {
                 return Err(PolicyError::Duplicate {
@@ -523,6 +594,22 @@ fn apply(
                 action,
                 prefix,
                 line,
+                origin: None,
+            });
+        }
+        "WRITE_ALLOW" | "WRITE_ASK" | "WRITE_DENY" => {
+            let action = match key {
+                "WRITE_ALLOW" => RuleAction::Allow,
+                "WRITE_ASK" => RuleAction::Ask,
+                _ => RuleAction::Deny,
+            };
+            let glob = crate::glob::check(value).map_err(|why| invalid(line, key, value, &why))?;
+            block.write_rules.push(WriteRule {
+                action,
+                glob,
+                tool: None,
+                line,
+                origin: None,
             });
         }
         _ => warnings.push(format!(

@@ -431,6 +431,19 @@ fn gate(e: &Effect, block: &PolicyBlock) -> Option<(String, &'static str)> {
     }
 }
 
+/// The paths a file tool's effect changes (resolved; unresolved ones make
+/// the list empty, so that no glob covers them).
+fn changed_paths(e: &Effect) -> Vec<&Path> {
+    let mut out = Vec::new();
+    for t in e.writes.iter().map(|(t, _)| t).chain(e.deletes.iter()) {
+        match t {
+            Target::Path(p) | Target::Beneath(p) => out.push(p.as_path()),
+            _ => return Vec::new(),
+        }
+    }
+    out
+}
+
 /// Decides one effect.
 pub fn judge(e: &Effect, block: &PolicyBlock, facts: &HostFacts, sets: &PathSets) -> Judged {
     if e.unanalysable {
@@ -444,19 +457,35 @@ pub fn judge(e: &Effect, block: &PolicyBlock, facts: &HostFacts, sets: &PathSets
             "critical risk",
         );
     }
-    // Operator rules: the strictest match wins.
-    let mut rule: Option<&crate::block::OperatorRule> = None;
+    // Operator rules (command prefixes; path globs for file tools, matching
+    // every path the tool changes) and a task's pre-approvals: the strictest
+    // match wins.
+    let mut rule: Option<(RuleAction, String, String)> = None;
+    let mut consider = |action: RuleAction, describe: String, source: String| {
+        if rule.as_ref().is_none_or(|cur| action > cur.0) {
+            rule = Some((action, describe, source));
+        }
+    };
     for r in &block.rules {
-        if r.matches(&e.argv) && rule.is_none_or(|cur| r.action > cur.action) {
-            rule = Some(r);
+        if r.matches(&e.argv) {
+            consider(r.action, r.describe(), r.source());
         }
     }
-    if let Some(r) = rule.filter(|r| r.action == RuleAction::Deny) {
+    if e.file_tool && !block.write_rules.is_empty() {
+        let changed = changed_paths(e);
+        let tool = e.argv.first().map(String::as_str).unwrap_or("");
+        for r in &block.write_rules {
+            if r.matches(tool, &changed) {
+                consider(r.action, r.describe(), r.source());
+            }
+        }
+    }
+    if let Some((RuleAction::Deny, describe, source)) = &rule {
         return deny(
             e,
             e.risk,
-            format!("{} (operator rule, cannot be approved)", r.describe()),
-            &format!("operator rule line {}", r.line),
+            format!("{describe} (operator rule, cannot be approved)"),
+            source,
         );
     }
     let risk = match path_rules(e, block, facts, sets) {
@@ -479,17 +508,20 @@ pub fn judge(e: &Effect, block: &PolicyBlock, facts: &HostFacts, sets: &PathSets
         ApprovalMode::Permissive => Risk::High,
     };
     let by_risk = risk >= threshold;
-    let (verdict, source, reason) = match rule.map(|r| r.action) {
-        Some(RuleAction::Ask) => (
+    let (verdict, source, reason) = match rule {
+        Some((RuleAction::Ask, _, source)) => (
             Verdict::Ask,
-            format!("operator rule line {}", rule.map_or(0, |r| r.line)),
+            source,
             format!("{} (operator rule asks)", e.reason),
         ),
-        Some(RuleAction::Allow) => (
-            Verdict::Allow,
-            format!("operator rule line {}", rule.map_or(0, |r| r.line)),
-            format!("{} (operator rule allows)", e.reason),
-        ),
+        Some((RuleAction::Allow, _, source)) => {
+            let why = if source.starts_with("pre-approved") {
+                "pre-approved by the task"
+            } else {
+                "operator rule allows"
+            };
+            (Verdict::Allow, source, format!("{} ({why})", e.reason))
+        }
         _ if by_risk => (
             Verdict::Ask,
             format!("APPROVAL_MODE={}", block.approval_mode.as_str()),

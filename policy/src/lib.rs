@@ -16,16 +16,18 @@ mod decide;
 mod engine;
 mod error;
 mod facts;
+pub mod glob;
 mod paths;
 mod profile;
 mod request;
 mod shell;
+pub mod task_rules;
 mod tools;
 mod types;
 
 pub use block::{
     parse_agent_md, parse_bool, parse_size, ApprovalMode, ExecutionMode, OperatorRule,
-    ParsedPolicy, PolicyBlock, RuleAction, ALLOW_FLAGS, MAX_AGENT_MD,
+    ParsedPolicy, PolicyBlock, RuleAction, WriteRule, ALLOW_FLAGS, MAX_AGENT_MD,
 };
 pub use engine::{explain, Decision, Engine, Part};
 pub use error::PolicyError;

@@ -171,6 +171,7 @@ pub fn effect(name: &str, tp: &ToolPaths<'_>, facts: &dyn PathFacts) -> Option<E
     if targets.is_empty() && !matches!(s.access, Access::None) {
         e.merge(Effect::evasive(format!("{name} without a target path")));
     }
+    e.file_tool = true;
     e.argv = std::iter::once(name.to_string())
         .chain(tp.targets.iter().map(|p| p.to_string_lossy().to_string()))
         .collect();

@@ -58,6 +58,8 @@ pub struct Effect {
     pub text: String,
     /// Could not be analysed safely: denied whatever the policy says.
     pub unanalysable: bool,
+    /// Made by a file tool (argv[0] is its name): the write rules apply.
+    pub file_tool: bool,
 }
 
 impl Effect {
@@ -78,6 +80,7 @@ impl Effect {
             argv: Vec::new(),
             text: String::new(),
             unanalysable: false,
+            file_tool: false,
         }
     }
 
