@@ -123,10 +123,12 @@ pub fn parse(text: &str, origin: &str) -> Result<TaskApprovals, String> {
                     origin: Some(origin.to_string()),
                 });
             }
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "line {line_no}: `{other}` cannot be pre-approved (exec, shell or a file tool: {})",
                 FILE_TOOLS.join(", ")
-            )),
+            ))
+            }
         }
         if let Some(n) = max {
             out.limits.push((line_no, n));
