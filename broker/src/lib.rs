@@ -16,6 +16,7 @@ pub mod decide;
 pub mod doctor;
 pub mod gateway_link;
 pub mod mountns;
+pub mod oneshot;
 pub mod operator;
 pub mod pinned;
 pub mod project;

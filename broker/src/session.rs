@@ -214,6 +214,13 @@ fn record_leftovers(
             op.event(&AgentEvent::Warning(text));
         }
     }
+    // One-shot secret files of an action a killed broker was running.
+    let files = crate::oneshot::sweep(&ctx.layout);
+    if !files.is_empty() {
+        let _ = ctx
+            .audit
+            .record(json!({"event": "secret_files_removed", "session": id, "leftover": files}));
+    }
     // What a broker killed during a file operation left behind.
     let removed = crate::stale_temps::sweep_noted(&ctx.layout);
     if !removed.is_empty() {
@@ -1116,12 +1123,31 @@ impl<'a> Session<'a> {
             Ok(s) => s,
             Err(message) => return refused(&mut pending_audit, ToolStatus::Error, message),
         };
+        // One-shot secret files of this action; removed when it ends, on
+        // every path out of this function.
+        let mut one_shot = crate::oneshot::OneShotFiles::new(
+            &self.ctx.layout,
+            &action_id,
+            profile.uid,
+            profile.gid,
+        );
+        if let Err(e) = crate::oneshot::ensure_root(&self.ctx.layout) {
+            return refused(
+                &mut pending_audit,
+                ToolStatus::Error,
+                format!("cannot prepare the one-shot secret directory, so nothing ran: {e}"),
+            );
+        }
         // Only the spec gets values; the plan, the decision and the audit keep
         // the placeholders.
-        let substituted = match self.secrets.substitute_spec(&mut spec) {
+        let substituted = match self
+            .secrets
+            .substitute_spec_with(&mut spec, Some(&mut one_shot))
+        {
             Ok(s) => s,
             Err(e) => return refused(&mut pending_audit, ToolStatus::Error, e.to_string()),
         };
+        one_shot.confine(&mut spec);
         if !substituted.is_empty() {
             let _ = self.audit(json!({"event": "secrets_delivered", "session": self.id, "deliveries": substituted}));
         }
@@ -1215,6 +1241,21 @@ impl<'a> Session<'a> {
         if let Some(c) = cgroup {
             self.ctx.runner.release_cgroup(c);
         }
+        let one_shot_note = match one_shot.remove() {
+            Ok(0) => None,
+            Ok(n) => {
+                let _ = self.audit(json!({"event": "secret_files_removed", "session": self.id, "action": action_id, "files": n}));
+                Some(format!(
+                    "the one-shot secret file(s) given to the command ({n}) were removed"
+                ))
+            }
+            Err(e) => {
+                let _ = self.audit(json!({"event": "secret_files_removed", "session": self.id, "action": action_id, "error": e.to_string()}));
+                Some(format!(
+                    "the one-shot secret file(s) could not be removed: {e}"
+                ))
+            }
+        };
         if !temp_dirs.is_empty() {
             let removed: Vec<String> = temp_dirs
                 .iter()
@@ -1239,6 +1280,7 @@ impl<'a> Session<'a> {
             .flatten()
             .collect();
         notes.extend(retries);
+        notes.extend(one_shot_note);
         if profile.can_write() {
             if let Err(why) = check_pinned(self.ctx, &self.id, Some(&action_id)) {
                 notes.push(why);
