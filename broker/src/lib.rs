@@ -20,6 +20,7 @@ pub mod oneshot;
 pub mod operator;
 pub mod pinned;
 pub mod project;
+pub mod record;
 pub mod redact;
 pub mod retry;
 pub mod sanitize;

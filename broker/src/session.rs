@@ -138,6 +138,7 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
             "since_start_ms": PROCESS_START.get().unwrap_or(&started).elapsed().as_secs_f64() * 1e3,
         }));
         let r = s.serve();
+        s.report_memory();
         s.fill(&mut summary);
         r
     });
@@ -300,6 +301,8 @@ struct Session<'a> {
     current_task: Option<String>,
     /// Started at the first action.
     audit_writer: Option<crate::audit::Writer>,
+    /// The diffs of this session's memoria.md changes, shown at its end.
+    memory_diffs: Vec<String>,
     _lock: ProjectLock,
 }
 
@@ -431,6 +434,7 @@ impl<'a> Session<'a> {
             approvals,
             current_task: None,
             audit_writer: None,
+            memory_diffs: Vec::new(),
             _lock: lock,
         };
         session.handshake(setup)?;
@@ -542,6 +546,8 @@ impl<'a> Session<'a> {
                 }
                 AgentRequest::Tool(tool) => {
                     let result = self.tool(tool);
+                    self.op
+                        .event(&crate::record::tool_output(&result.call_id, &result));
                     self.answer(AgentAnswer::Tool(result))?;
                     if let Some(why) = self.ctx.pinned.stopped() {
                         anyhow::bail!("{why}");
@@ -556,6 +562,15 @@ impl<'a> Session<'a> {
                     self.answer(AgentAnswer::Ack)?;
                 }
                 AgentRequest::Event(event) => {
+                    // Only the broker says what an action produced.
+                    if matches!(event, AgentEvent::ToolOutput { .. }) {
+                        let _ = self.audit(json!({"event": "agent_refused_event", "session": self.id, "reason": "the agent sent an action's output, which only the broker reports"}));
+                        self.answer(AgentAnswer::Ack)?;
+                        continue;
+                    }
+                    if let Some(record) = crate::record::agent_event(&self.id, &event) {
+                        let _ = self.audit(record);
+                    }
                     if let AgentEvent::TaskStart { name } = &event {
                         self.current_task = Some(name.clone());
                     }
@@ -594,6 +609,9 @@ impl<'a> Session<'a> {
                                 "cannot record the task outcome: {e:#}"
                             )));
                         }
+                    }
+                    for record in crate::record::conflicts(&self.id, &outcome) {
+                        let _ = self.audit(record);
                     }
                     self.audit(json!({
                         "event": "task_end", "session": self.id, "task": outcome.name,
@@ -706,7 +724,7 @@ impl<'a> Session<'a> {
         Some(buf)
     }
 
-    fn save_state(&self, file: StateFile, content: &[u8]) -> Result<()> {
+    fn save_state(&mut self, file: StateFile, content: &[u8]) -> Result<()> {
         if content.len() > STATE_FILE_MAX {
             anyhow::bail!(
                 "the agent tried to save {} bytes of {}",
@@ -714,7 +732,27 @@ impl<'a> Session<'a> {
                 file.file_name()
             );
         }
+        // memoria.md is part of every later session's prompt: each change is
+        // recorded with its diff before it is written.
+        let change = match file {
+            StateFile::Memory => {
+                crate::record::memory_change(&self.id, self.load_state(file).as_deref(), content)
+            }
+            StateFile::Context => None,
+        };
+        if let Some((record, diff)) = change {
+            self.audit(record)?;
+            let (diff, _) = self.secrets.redactor().redact_str(&diff);
+            self.memory_diffs.push(diff);
+        }
         self.ctx.pinned.write(&self.state_path(file), content)
+    }
+
+    /// Shows the operator what this session changed in memoria.md.
+    fn report_memory(&self) {
+        if let Some(text) = crate::record::memory_report(&self.memory_diffs) {
+            self.op.event(&AgentEvent::Info(text));
+        }
     }
 
     fn fill(&self, summary: &mut SessionSummary) {
@@ -773,6 +811,7 @@ impl<'a> Session<'a> {
             "risk": decision.risk.as_str(), "decision": decision.verdict.as_str(),
             "source": decision.source, "reason": decision.reason,
             "profile": decision.profile.as_ref().map(|p| p.to_string()),
+            "model_reason": sanitize::one_line(plan.reason(), 500),
         });
         let approved_by = match decision.verdict.as_str() {
             "deny" => {
@@ -1322,7 +1361,10 @@ impl<'a> Session<'a> {
             }
             Ending::FileOp => match outcome.file_result {
                 Some(Ok((text, c))) => {
-                    result.message = text;
+                    result.message = match &c {
+                        Some(c) => format!("{text}\n{}", crate::record::change_for_model(c)),
+                        None => text,
+                    };
                     change = c.map(|mut c| {
                         redact::redact_file_change(&redactor, &mut c);
                         c
