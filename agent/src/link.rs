@@ -81,6 +81,32 @@ fn clip_event(ev: AgentEvent) -> AgentEvent {
             call_id,
             summary: clip_text(&summary, 4096),
         },
+        AgentEvent::CallRefused {
+            call_id,
+            tool,
+            arguments,
+            kind,
+            message,
+        } => AgentEvent::CallRefused {
+            call_id,
+            tool: clip_text(&tool, 128),
+            arguments: clip_text(&arguments, 2000),
+            kind,
+            message: clip_text(&message, 2000),
+        },
+        AgentEvent::MemoryEdit {
+            call_id,
+            tool,
+            arguments,
+            status,
+            message,
+        } => AgentEvent::MemoryEdit {
+            call_id,
+            tool: clip_text(&tool, 128),
+            arguments: clip_text(&arguments, 4000),
+            status,
+            message: clip_text(&message, 2000),
+        },
         other => other,
     }
 }

@@ -112,6 +112,8 @@ pub struct Session {
     /// Model steps of the turn in progress (or the last one), for a turn
     /// that ends in an error.
     pub turn_steps: u32,
+    /// `CONFLICT:` lines the model wrote during the current task.
+    pub turn_conflicts: Vec<String>,
     /// Successful actions of the last unfinished run of the task about to
     /// start (its evidence), taken by the next turn.
     pub prior_successes: u32,
@@ -635,6 +637,7 @@ pub fn run(chan: Channel, opts: Options) -> SessionEnd {
         tools_checked: false,
         compact: false,
         turn_steps: 0,
+        turn_conflicts: Vec::new(),
         prior_successes: 0,
         setup,
     };

@@ -48,6 +48,7 @@ pub fn run_tasks(s: &mut Session, rerun: bool) -> Result<SessionEnd, Stop> {
         s.prior_successes = s.state.prior_successes(&t.name, &t.sha256);
         s.state.journal("task", &format!("{} started", t.name));
         s.turn_steps = 0;
+        s.turn_conflicts.clear();
         let result = s.run_turn(&task_message(t), Some(&t.name));
         let (status, summary, steps, conf, stop) = match result {
             Ok(TurnEnd::Answer {
@@ -91,9 +92,17 @@ pub fn run_tasks(s: &mut Session, rerun: bool) -> Result<SessionEnd, Stop> {
                 return Err(other);
             }
         };
+        // Every conflict stated during the task, whatever its ending.
+        let mut conf = conf;
+        for c in std::mem::take(&mut s.turn_conflicts) {
+            if !conf.contains(&c) {
+                conf.push(c);
+            }
+        }
         for c in &conf {
             s.state.journal("conflict", &format!("{}: {c}", t.name));
         }
+
         s.state.record_task(&t.name, status.as_str(), &t.sha256);
         s.state.journal(
             "task",

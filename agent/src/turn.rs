@@ -15,7 +15,9 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::time::Instant;
-use sysward_ipc::agent::{AgentEvent, TaskStatus, ToolRequest, ToolResult, ToolStatus};
+use sysward_ipc::agent::{
+    AgentEvent, RefusalKind, TaskStatus, ToolRequest, ToolResult, ToolStatus,
+};
 
 /// Step at which the model is asked whether it has enough evidence.
 pub const CHECKPOINT_STEP: u32 = 6;
@@ -288,6 +290,13 @@ impl Session {
                 )
             };
             let native_turn = !native_calls.is_empty();
+            // A conflict the model states while it works counts as much as
+            // one in its final answer.
+            for c in conflicts(&shown) {
+                if !self.turn_conflicts.contains(&c) && self.turn_conflicts.len() < 50 {
+                    self.turn_conflicts.push(c);
+                }
+            }
             // History keeps the think-stripped content; native calls ride along.
             let history_content = if native_turn {
                 shown.clone()
@@ -350,6 +359,13 @@ impl Session {
                 self.state.journal("budget", &msg);
                 // Answer the pending native calls so the history stays well-formed.
                 for p in &pending {
+                    self.refused_event(
+                        &p.id,
+                        &p.tool,
+                        &p.arguments,
+                        RefusalKind::StepBudget,
+                        "step budget exhausted",
+                    )?;
                     if native_turn {
                         self.msgs.push(Msg::tool(
                             &p.id,
@@ -363,6 +379,9 @@ impl Session {
                 });
             }
 
+            for e in &errors {
+                self.refused_event("", "", "", RefusalKind::Malformed, e)?;
+            }
             let n = pending.len().max(1);
             let mut done: Vec<Done> = Vec::new();
             let mut step_chars = 0usize;
@@ -373,6 +392,13 @@ impl Session {
                     } else {
                         p.id.clone()
                     };
+                    self.refused_event(
+                        &id,
+                        &p.tool,
+                        &p.arguments,
+                        RefusalKind::TooManyCalls,
+                        &format!("over {MAX_CALLS_PER_STEP} calls in one step"),
+                    )?;
                     done.push(Done {
                         text: observe::agent_error(
                             &id,
@@ -489,6 +515,13 @@ impl Session {
             verdict: Verdict::Fine,
         };
         if p.arguments.len() > TOOL_ARGS_MAX {
+            self.refused_event(
+                &id,
+                &p.tool,
+                "",
+                RefusalKind::TooLarge,
+                &format!("arguments of {} bytes", p.arguments.len()),
+            )?;
             return Ok(refuse(
                 &id,
                 &p.tool,
@@ -500,6 +533,13 @@ impl Session {
             ));
         }
         let Some(meta) = tools::find(&p.tool) else {
+            self.refused_event(
+                &id,
+                &p.tool,
+                &p.arguments,
+                RefusalKind::UnknownTool,
+                "unknown tool",
+            )?;
             let names: Vec<&str> = tools::TOOLS.iter().map(|t| t.name).collect();
             return Ok(refuse(
                 &id,
@@ -509,7 +549,11 @@ impl Session {
         };
         let args = match tools::check_args(meta, &p.arguments) {
             Ok(a) => a,
-            Err(e) => return Ok(refuse(&id, meta.name, &format!("malformed tool call: {e}"))),
+            Err(e) => {
+                let msg = format!("malformed tool call: {e}");
+                self.refused_event(&id, meta.name, &p.arguments, RefusalKind::Malformed, &msg)?;
+                return Ok(refuse(&id, meta.name, &msg));
+            }
         };
         let key = call_key(meta.name, &args);
         let summary = tools::summary(meta.name, &args);
@@ -518,6 +562,7 @@ impl Session {
             let verdict = guard.record_refusal(key);
             self.link
                 .warn(format!("refused repeated failing call: {summary}"))?;
+            self.refused_event(&id, meta.name, &p.arguments, RefusalKind::Loop, msg)?;
             return Ok(Done {
                 verdict,
                 ..refuse(&id, meta.name, msg)
@@ -528,7 +573,15 @@ impl Session {
             summary: crate::redact::redact(&summary).text,
         })?;
         let result = if meta.is_local() {
-            self.local_tool(&req_id, meta, &args)?
+            let r = self.local_tool(&req_id, meta, &args)?;
+            self.link.event(AgentEvent::MemoryEdit {
+                call_id: req_id.clone(),
+                tool: meta.name.to_string(),
+                arguments: crate::redact::redact(&Value::Object(args.clone()).to_string()).text,
+                status: r.status,
+                message: crate::redact::redact(&r.message).text,
+            })?;
+            r
         } else {
             let arguments = Value::Object(args.clone()).to_string();
             match self.link.tool(ToolRequest {
@@ -595,6 +648,26 @@ impl Session {
             pending: result.status == ToolStatus::PendingApproval,
             evidence: !failed(result.status),
             verdict,
+        })
+    }
+
+    /// Tells the broker (for the audit) about a call refused here; secrets
+    /// the model may have written are masked first.
+    fn refused_event(
+        &mut self,
+        call_id: &str,
+        tool: &str,
+        arguments: &str,
+        kind: RefusalKind,
+        message: &str,
+    ) -> Result<(), Stop> {
+        let head = crate::link::clip_text(arguments, 2000);
+        self.link.event(AgentEvent::CallRefused {
+            call_id: crate::link::clip_text(call_id, 64),
+            tool: crate::link::clip_text(tool, 128),
+            arguments: crate::redact::redact(&head).text,
+            kind,
+            message: crate::redact::redact(message).text,
         })
     }
 

@@ -9,7 +9,13 @@ use sysward_ipc::agent::SessionMode;
 use sysward_ipc::operator::{OperatorAnswer, OperatorRequest, RunOptions};
 use sysward_ipc::{Channel, BUILD_VERSION};
 
-pub fn run(socket_path: &Path, mode: SessionMode, dry_run: bool, json: bool) -> Result<i32> {
+pub fn run(
+    socket_path: &Path,
+    mode: SessionMode,
+    dry_run: bool,
+    json: bool,
+    verbose: bool,
+) -> Result<i32> {
     let signals = crate::signals::Signals::install_client()?;
     let (writer, mut reader) = connect_and_greet(socket_path)?;
     let opts = RunOptions {
@@ -48,6 +54,7 @@ pub fn run(socket_path: &Path, mode: SessionMode, dry_run: bool, json: bool) -> 
         None
     };
     let console = Console::new(json, history);
+    console.screen.set_verbose(verbose);
     let screen = &console.screen;
     loop {
         let answer = match reader.recv::<OperatorAnswer>() {

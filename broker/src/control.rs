@@ -399,7 +399,15 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
                         return;
                     }
                 }
-                Ok(OperatorRequest::Detach) | Err(_) => {
+                Ok(OperatorRequest::Detach) => {
+                    // The operator ended the dialogue (`/quit`, Ctrl+D at the
+                    // prompt): input ends, nothing is cancelled, and a later
+                    // Ctrl+C still reaches the session.
+                    if in_tx.send(OperatorRequest::Detach).is_err() {
+                        return;
+                    }
+                }
+                Err(_) => {
                     // The operator went away: cancel what runs and end input.
                     let _ = in_tx.send(OperatorRequest::Detach);
                     reader_cancel.cancel();

@@ -38,6 +38,9 @@ enum Command {
         /// One JSON object per event and a final summary.
         #[arg(long)]
         json: bool,
+        /// Show every action's output, not only the errors'.
+        #[arg(long)]
+        verbose: bool,
         /// Control socket of the daemon (without --root).
         #[arg(long, default_value = control::SOCKET_PATH)]
         socket: PathBuf,
@@ -50,6 +53,9 @@ enum Command {
         /// Modifying actions only describe what they would do.
         #[arg(long)]
         dry_run: bool,
+        /// Show every action's output, not only the errors'.
+        #[arg(long)]
+        verbose: bool,
         /// Control socket of the daemon.
         #[arg(long, default_value = control::SOCKET_PATH)]
         socket: PathBuf,
@@ -275,6 +281,7 @@ fn run_standalone(
     mode: SessionMode,
     dry_run: bool,
     json: bool,
+    verbose: bool,
 ) -> Result<i32> {
     require_root("sysward run/cli --root")?;
     scrub_environment()?;
@@ -291,7 +298,8 @@ fn run_standalone(
         signals.cancel.clone(),
         signals.at_prompt.clone(),
     )
-    .with_project_history(&ctx.layout.config_dir);
+    .with_project_history(&ctx.layout.config_dir)
+    .with_verbose(verbose);
     let who = operator::identity(nix::unistd::getuid().as_raw(), None);
     let summary = session::run_session(
         &ctx,
@@ -393,31 +401,55 @@ fn run_daemon(root: Option<PathBuf>, socket: PathBuf) -> Result<i32> {
 
 fn real_main() -> Result<i32> {
     let cli = Cli::parse();
+    // A command that only prints ends quietly when its reader goes away
+    // (`sysward approve ID | head -1`), as other filters do, instead of
+    // panicking on the next write. Sessions keep ignoring SIGPIPE: their
+    // output is written without ever failing the session.
+    if !matches!(
+        cli.command,
+        Command::Run { .. } | Command::Cli { .. } | Command::Broker { .. }
+    ) {
+        // SAFETY: restoring the default disposition of one signal, before
+        // any other thread runs.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     match cli.command {
         Command::Run {
             root: Some(root),
             rerun,
             dry_run,
             json,
+            verbose,
             ..
-        } => run_standalone(&root, SessionMode::Tasks { rerun }, dry_run, json),
+        } => run_standalone(&root, SessionMode::Tasks { rerun }, dry_run, json, verbose),
         Command::Run {
             root: None,
             rerun,
             dry_run,
             json,
+            verbose,
             socket,
-        } => client::run(&socket, SessionMode::Tasks { rerun }, dry_run, json),
+        } => client::run(
+            &socket,
+            SessionMode::Tasks { rerun },
+            dry_run,
+            json,
+            verbose,
+        ),
         Command::Cli {
             root: Some(root),
             dry_run,
+            verbose,
             ..
-        } => run_standalone(&root, SessionMode::Cli, dry_run, false),
+        } => run_standalone(&root, SessionMode::Cli, dry_run, false, verbose),
         Command::Cli {
             root: None,
             dry_run,
+            verbose,
             socket,
-        } => client::run(&socket, SessionMode::Cli, dry_run, false),
+        } => client::run(&socket, SessionMode::Cli, dry_run, false, verbose),
         Command::Broker { root, socket } => run_daemon(root, socket),
         Command::Doctor { root } => doctor::run(&layout_for(&root)?),
         Command::Policy {
@@ -727,10 +759,14 @@ fn audit_verify(layout: &project::Layout, acknowledge: bool) -> Result<i32> {
             Ok(0)
         }
         Some(b) => {
+            // Acknowledged before anything is printed: a reader that goes
+            // away (SIGPIPE) must not leave it half done.
+            if acknowledge {
+                audit::acknowledge_break(layout, b)?;
+            }
             println!("audit chain BROKEN at record {}: {}", b.line, b.problem);
             println!("{} records verified before the break", v.records);
             if acknowledge {
-                audit::acknowledge_break(layout, b)?;
                 println!("break acknowledged: the damaged log was moved aside and a new chain starts with a record of this acknowledgement");
                 if layout.agent_dir().read_dir().is_ok_and(|mut d| {
                     d.any(|e| {

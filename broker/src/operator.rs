@@ -58,7 +58,12 @@ pub fn render_event(event: &AgentEvent) -> Option<String> {
         AgentEvent::TaskSkipped { name, reason } => {
             format!("== task {}: skipped ({}) ==", l(name), l(reason))
         }
-        AgentEvent::Usage { .. } => return None,
+        // For the audit only; the console shows an action's output under its
+        // end line (`Screen`).
+        AgentEvent::Usage { .. }
+        | AgentEvent::CallRefused { .. }
+        | AgentEvent::MemoryEdit { .. }
+        | AgentEvent::ToolOutput { .. } => return None,
     })
 }
 
@@ -92,6 +97,35 @@ pub fn event_json(event: &AgentEvent) -> serde_json::Value {
             completion_tokens,
         } => {
             json!({"event": "usage", "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens})
+        }
+        AgentEvent::CallRefused {
+            call_id,
+            tool,
+            kind,
+            message,
+            ..
+        } => {
+            json!({"event": "agent_refused", "call_id": l(call_id), "tool": l(tool), "kind": kind.as_str(), "message": l(message)})
+        }
+        AgentEvent::MemoryEdit {
+            call_id,
+            tool,
+            status,
+            message,
+            ..
+        } => {
+            json!({"event": "memory_tool", "call_id": l(call_id), "tool": l(tool), "status": status.as_str(), "message": l(message)})
+        }
+        AgentEvent::ToolOutput {
+            call_id,
+            status,
+            exit_code,
+            signal,
+            message,
+            stderr_tail,
+            stdout_head,
+        } => {
+            json!({"event": "tool_output", "call_id": l(call_id), "status": status.as_str(), "exit_code": exit_code, "signal": signal, "message": l(message), "stderr_tail": l(stderr_tail), "stdout_head": l(stdout_head)})
         }
     }
 }
@@ -153,6 +187,7 @@ pub struct LocalOperator {
     cancel: CancelToken,
     at_prompt: Arc<AtomicBool>,
     history: Option<HistoryFile>,
+    verbose: bool,
     console: std::sync::OnceLock<Console>,
 }
 
@@ -169,6 +204,7 @@ impl LocalOperator {
             cancel,
             at_prompt,
             history: None,
+            verbose: false,
             console: std::sync::OnceLock::new(),
         }
     }
@@ -177,6 +213,12 @@ impl LocalOperator {
     /// timestamps; credential-like lines are never written).
     pub fn with_project_history(mut self, project_dir: &std::path::Path) -> LocalOperator {
         self.history = Some(HistoryFile::for_project(project_dir));
+        self
+    }
+
+    /// Shows every action's output, not only failures' (`--verbose`).
+    pub fn with_verbose(mut self, verbose: bool) -> LocalOperator {
+        self.verbose = verbose;
         self
     }
 
@@ -189,7 +231,9 @@ impl LocalOperator {
             } else {
                 None
             };
-            Console::new(self.json, history)
+            let console = Console::new(self.json, history);
+            console.screen.set_verbose(self.verbose);
+            console
         })
     }
 }

@@ -197,8 +197,13 @@ pub enum Grant {
     Env { program: PathBuf, var: String },
     /// The whole stdin of `program`.
     Stdin { program: PathBuf },
-    /// The whole content `write_file` writes to `path`.
+    /// The whole content `write_file` writes to `path`: a persistent file
+    /// that stays after the action (and that later actions may read).
     File { path: PathBuf },
+    /// A whole argv element (not argv[0]) of `program` becomes the path of a
+    /// one-shot file holding the value: written by the broker for that one
+    /// action, readable by no other, removed when the action ends.
+    TmpFile { program: PathBuf },
 }
 
 impl fmt::Display for Grant {
@@ -208,6 +213,7 @@ impl fmt::Display for Grant {
             Grant::Env { program, var } => write!(f, "env {} {var}", program.display()),
             Grant::Stdin { program } => write!(f, "stdin {}", program.display()),
             Grant::File { path } => write!(f, "file {}", path.display()),
+            Grant::TmpFile { program } => write!(f, "tmpfile {}", program.display()),
         }
     }
 }
@@ -222,14 +228,19 @@ impl Grant {
             }
             Grant::Stdin { program } => format!("the stdin of {}", program.display()),
             Grant::File { path } => format!("the content of file {}", path.display()),
+            Grant::TmpFile { program } => format!(
+                "a whole argument of {} as the path of a one-shot file",
+                program.display()
+            ),
         }
     }
 
     pub fn program(&self) -> Option<&Path> {
         match self {
-            Grant::Arg { program } | Grant::Env { program, .. } | Grant::Stdin { program } => {
-                Some(program)
-            }
+            Grant::Arg { program }
+            | Grant::Env { program, .. }
+            | Grant::Stdin { program }
+            | Grant::TmpFile { program } => Some(program),
             Grant::File { .. } => None,
         }
     }
@@ -376,17 +387,35 @@ impl Scope {
                     Grant::Env { program: normalized_absolute(program).map_err(bad)?, var: var.to_string() }
                 }
                 ["file", path] => Grant::File { path: normalized_absolute(path).map_err(bad)? },
-                [kw, ..] if ["arg", "stdin", "env", "file"].contains(kw) => {
+                ["tmpfile", program] => Grant::TmpFile { program: normalized_absolute(program).map_err(bad)? },
+                [kw, ..] if ["arg", "stdin", "env", "file", "tmpfile"].contains(kw) => {
                     return Err(bad(format!(
-                        "wrong number of words for {kw}: use `arg PROGRAM`, `stdin PROGRAM`, `env PROGRAM VAR` or `file PATH` (paths without spaces)"
+                        "wrong number of words for {kw}: use `arg PROGRAM`, `stdin PROGRAM`, `env PROGRAM VAR`, `tmpfile PROGRAM` or `file PATH` (paths without spaces)"
                     )))
                 }
                 _ => {
                     return Err(bad(
-                        "unknown grant: use `arg PROGRAM`, `stdin PROGRAM`, `env PROGRAM VAR` or `file PATH`".to_string(),
+                        "unknown grant: use `arg PROGRAM`, `stdin PROGRAM`, `env PROGRAM VAR`, `tmpfile PROGRAM` or `file PATH`".to_string(),
                     ))
                 }
             };
+            // A whole argument is either the value or the path of a file
+            // holding it: both for one program would leave the choice to
+            // whoever writes the request.
+            let clash = match &grant {
+                Grant::Arg { program } => Some(Grant::TmpFile {
+                    program: program.clone(),
+                }),
+                Grant::TmpFile { program } => Some(Grant::Arg {
+                    program: program.clone(),
+                }),
+                _ => None,
+            };
+            if clash.is_some_and(|c| grants.contains(&c)) {
+                return Err(bad(format!(
+                    "`arg` and `tmpfile` for the same program: choose one ({grant})"
+                )));
+            }
             if !grants.contains(&grant) {
                 grants.push(grant);
             }
@@ -1105,13 +1134,46 @@ impl SessionSecrets {
         program: &Path,
         argv: &mut [String],
         env: &mut [(String, String)],
+        stdin: Option<&mut String>,
+    ) -> Result<Vec<Substitution>, SecretError> {
+        self.substitute_command_with(program, argv, env, stdin, None)
+    }
+
+    /// [`SessionSecrets::substitute_command`], writing a `tmpfile` grant's
+    /// value to a one-shot file of `files` (without one, such a grant is an
+    /// error and nothing is changed).
+    pub fn substitute_command_with(
+        &self,
+        program: &Path,
+        argv: &mut [String],
+        env: &mut [(String, String)],
         mut stdin: Option<&mut String>,
+        mut files: Option<&mut crate::oneshot::OneShotFiles>,
     ) -> Result<Vec<Substitution>, SecretError> {
         let plan = self.plan_command(program, argv, env, stdin.as_deref().map(String::as_str))?;
+        if files.is_none()
+            && plan
+                .iter()
+                .any(|(slot, _, _)| matches!(slot, Slot::ArgFile(_)))
+        {
+            return Err(SecretError::BadRequest(
+                "a one-shot secret file cannot be prepared for this action".to_string(),
+            ));
+        }
         let mut done = Vec::new();
-        for (slot, value, record) in plan {
+        for (slot, value, mut record) in plan {
+            if let (Slot::ArgFile(i), Some(files)) = (&slot, files.as_deref_mut()) {
+                let path = files.write(value.as_bytes()).map_err(|e| {
+                    SecretError::BadRequest(format!("cannot write the one-shot secret file: {e}"))
+                })?;
+                argv[*i] = path.display().to_string();
+                record.delivery = format!("{} {}", record.delivery, path.display());
+                done.push(record);
+                continue;
+            }
             let value = value.to_string();
             match slot {
+                Slot::ArgFile(_) => {}
                 Slot::Arg(i) => argv[i] = value,
                 Slot::Env(i) => env[i].1 = value,
                 Slot::Stdin => {
@@ -1157,7 +1219,19 @@ impl SessionSecrets {
             return Err(SecretError::ProgramPlaceholder);
         }
         for (i, a) in argv.iter().enumerate().skip(1) {
-            if let Some(name) = exact_placeholder(a) {
+            let one_shot = Grant::TmpFile {
+                program: prog.clone(),
+            };
+            if let Some(name) = exact_placeholder(a)
+                .filter(|n| self.get(n).is_some_and(|s| s.scope.allows(&one_shot)))
+            {
+                let v = self.resolve(name, &one_shot)?;
+                plan.push((
+                    Slot::ArgFile(i),
+                    v,
+                    sub(name, format!("argv[{i}] as a one-shot file"), Some(program)),
+                ));
+            } else if let Some(name) = exact_placeholder(a) {
                 let v = self.resolve(
                     name,
                     &Grant::Arg {
@@ -1329,6 +1403,16 @@ impl SessionSecrets {
     /// spec only — never on the plan, which stays with placeholders for the
     /// audit and the display.
     pub fn substitute_spec(&self, spec: &mut ExecSpec) -> Result<Vec<Substitution>, SecretError> {
+        self.substitute_spec_with(spec, None)
+    }
+
+    /// [`SessionSecrets::substitute_spec`] with a holder for the action's
+    /// one-shot files (`tmpfile` grants).
+    pub fn substitute_spec_with(
+        &self,
+        spec: &mut ExecSpec,
+        files: Option<&mut crate::oneshot::OneShotFiles>,
+    ) -> Result<Vec<Substitution>, SecretError> {
         match spec {
             ExecSpec::Command { command, .. } => {
                 let program = PathBuf::from(command.argv.first().map(String::as_str).unwrap_or(""));
@@ -1336,11 +1420,12 @@ impl SessionSecrets {
                 // The broker's own variables never hold a placeholder and no
                 // scope can name them (`forbidden_var`), so the whole
                 // environment is checked as the request's.
-                self.substitute_command(
+                self.substitute_command_with(
                     &program,
                     &mut command.argv,
                     &mut command.env,
                     command.stdin.as_mut(),
+                    files,
                 )
             }
             ExecSpec::File { op, env, .. } => {
@@ -1384,6 +1469,8 @@ fn check_json_strings(
 
 enum Slot {
     Arg(usize),
+    /// The argument becomes the path of a one-shot file holding the value.
+    ArgFile(usize),
     Env(usize),
     Stdin,
 }

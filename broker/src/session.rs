@@ -138,6 +138,7 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
             "since_start_ms": PROCESS_START.get().unwrap_or(&started).elapsed().as_secs_f64() * 1e3,
         }));
         let r = s.serve();
+        s.report_memory();
         s.fill(&mut summary);
         r
     });
@@ -213,6 +214,13 @@ fn record_leftovers(
         if let Some(text) = text {
             op.event(&AgentEvent::Warning(text));
         }
+    }
+    // One-shot secret files of an action a killed broker was running.
+    let files = crate::oneshot::sweep(&ctx.layout);
+    if !files.is_empty() {
+        let _ = ctx
+            .audit
+            .record(json!({"event": "secret_files_removed", "session": id, "leftover": files}));
     }
     // What a broker killed during a file operation left behind.
     let removed = crate::stale_temps::sweep_noted(&ctx.layout);
@@ -298,6 +306,8 @@ struct Session<'a> {
     current_task: Option<String>,
     /// Started at the first action.
     audit_writer: Option<crate::audit::Writer>,
+    /// The diffs of this session's memoria.md changes, shown at its end.
+    memory_diffs: Vec<String>,
     _lock: ProjectLock,
 }
 
@@ -436,6 +446,7 @@ impl<'a> Session<'a> {
             approvals,
             current_task: None,
             audit_writer: None,
+            memory_diffs: Vec::new(),
             _lock: lock,
         };
         session.handshake(setup)?;
@@ -547,6 +558,8 @@ impl<'a> Session<'a> {
                 }
                 AgentRequest::Tool(tool) => {
                     let result = self.tool(tool);
+                    self.op
+                        .event(&crate::record::tool_output(&result.call_id, &result));
                     self.answer(AgentAnswer::Tool(result))?;
                     if let Some(why) = self.ctx.pinned.stopped() {
                         anyhow::bail!("{why}");
@@ -561,6 +574,15 @@ impl<'a> Session<'a> {
                     self.answer(AgentAnswer::Ack)?;
                 }
                 AgentRequest::Event(event) => {
+                    // Only the broker says what an action produced.
+                    if matches!(event, AgentEvent::ToolOutput { .. }) {
+                        let _ = self.audit(json!({"event": "agent_refused_event", "session": self.id, "reason": "the agent sent an action's output, which only the broker reports"}));
+                        self.answer(AgentAnswer::Ack)?;
+                        continue;
+                    }
+                    if let Some(record) = crate::record::agent_event(&self.id, &event) {
+                        let _ = self.audit(record);
+                    }
                     if let AgentEvent::TaskStart { name } = &event {
                         self.current_task = Some(name.clone());
                         self.engine = self.pre_approvals.enter(Some(name));
@@ -600,6 +622,9 @@ impl<'a> Session<'a> {
                                 "cannot record the task outcome: {e:#}"
                             )));
                         }
+                    }
+                    for record in crate::record::conflicts(&self.id, &outcome) {
+                        let _ = self.audit(record);
                     }
                     self.audit(json!({
                         "event": "task_end", "session": self.id, "task": outcome.name,
@@ -712,7 +737,7 @@ impl<'a> Session<'a> {
         Some(buf)
     }
 
-    fn save_state(&self, file: StateFile, content: &[u8]) -> Result<()> {
+    fn save_state(&mut self, file: StateFile, content: &[u8]) -> Result<()> {
         if content.len() > STATE_FILE_MAX {
             anyhow::bail!(
                 "the agent tried to save {} bytes of {}",
@@ -720,7 +745,27 @@ impl<'a> Session<'a> {
                 file.file_name()
             );
         }
+        // memoria.md is part of every later session's prompt: each change is
+        // recorded with its diff before it is written.
+        let change = match file {
+            StateFile::Memory => {
+                crate::record::memory_change(&self.id, self.load_state(file).as_deref(), content)
+            }
+            StateFile::Context => None,
+        };
+        if let Some((record, diff)) = change {
+            self.audit(record)?;
+            let (diff, _) = self.secrets.redactor().redact_str(&diff);
+            self.memory_diffs.push(diff);
+        }
         self.ctx.pinned.write(&self.state_path(file), content)
+    }
+
+    /// Shows the operator what this session changed in memoria.md.
+    fn report_memory(&self) {
+        if let Some(text) = crate::record::memory_report(&self.memory_diffs) {
+            self.op.event(&AgentEvent::Info(text));
+        }
     }
 
     fn fill(&self, summary: &mut SessionSummary) {
@@ -779,6 +824,7 @@ impl<'a> Session<'a> {
             "risk": decision.risk.as_str(), "decision": decision.verdict.as_str(),
             "source": decision.source, "reason": decision.reason,
             "profile": decision.profile.as_ref().map(|p| p.to_string()),
+            "model_reason": sanitize::one_line(plan.reason(), 500),
         });
         let approved_by = match decision.verdict.as_str() {
             "deny" => {
@@ -1151,12 +1197,31 @@ impl<'a> Session<'a> {
             Ok(s) => s,
             Err(message) => return refused(&mut pending_audit, ToolStatus::Error, message),
         };
+        // One-shot secret files of this action; removed when it ends, on
+        // every path out of this function.
+        let mut one_shot = crate::oneshot::OneShotFiles::new(
+            &self.ctx.layout,
+            &action_id,
+            profile.uid,
+            profile.gid,
+        );
+        if let Err(e) = crate::oneshot::ensure_root(&self.ctx.layout) {
+            return refused(
+                &mut pending_audit,
+                ToolStatus::Error,
+                format!("cannot prepare the one-shot secret directory, so nothing ran: {e}"),
+            );
+        }
         // Only the spec gets values; the plan, the decision and the audit keep
         // the placeholders.
-        let substituted = match self.secrets.substitute_spec(&mut spec) {
+        let substituted = match self
+            .secrets
+            .substitute_spec_with(&mut spec, Some(&mut one_shot))
+        {
             Ok(s) => s,
             Err(e) => return refused(&mut pending_audit, ToolStatus::Error, e.to_string()),
         };
+        one_shot.confine(&mut spec);
         if !substituted.is_empty() {
             let _ = self.audit(json!({"event": "secrets_delivered", "session": self.id, "deliveries": substituted}));
         }
@@ -1250,6 +1315,21 @@ impl<'a> Session<'a> {
         if let Some(c) = cgroup {
             self.ctx.runner.release_cgroup(c);
         }
+        let one_shot_note = match one_shot.remove() {
+            Ok(0) => None,
+            Ok(n) => {
+                let _ = self.audit(json!({"event": "secret_files_removed", "session": self.id, "action": action_id, "files": n}));
+                Some(format!(
+                    "the one-shot secret file(s) given to the command ({n}) were removed"
+                ))
+            }
+            Err(e) => {
+                let _ = self.audit(json!({"event": "secret_files_removed", "session": self.id, "action": action_id, "error": e.to_string()}));
+                Some(format!(
+                    "the one-shot secret file(s) could not be removed: {e}"
+                ))
+            }
+        };
         if !temp_dirs.is_empty() {
             let removed: Vec<String> = temp_dirs
                 .iter()
@@ -1274,6 +1354,7 @@ impl<'a> Session<'a> {
             .flatten()
             .collect();
         notes.extend(retries);
+        notes.extend(one_shot_note);
         if profile.can_write() {
             if let Err(why) = check_pinned(self.ctx, &self.id, Some(&action_id)) {
                 notes.push(why);
@@ -1315,7 +1396,10 @@ impl<'a> Session<'a> {
             }
             Ending::FileOp => match outcome.file_result {
                 Some(Ok((text, c))) => {
-                    result.message = text;
+                    result.message = match &c {
+                        Some(c) => format!("{text}\n{}", crate::record::change_for_model(c)),
+                        None => text,
+                    };
                     change = c.map(|mut c| {
                         redact::redact_file_change(&redactor, &mut c);
                         c

@@ -543,6 +543,8 @@ struct Action {
     summary: String,
     started: Instant,
     risk: Option<String>,
+    /// What the broker reported the action produced, shown under its end.
+    output: Vec<String>,
 }
 
 struct ScreenState {
@@ -563,6 +565,8 @@ const TICK: Duration = Duration::from_millis(120);
 /// JSON lines (`--json`: one object per event and a final summary).
 pub struct Screen {
     pub json: bool,
+    /// `--verbose`: every action's output is shown, not only failures'.
+    verbose: AtomicBool,
     style: Style,
     spinner: bool,
     state: Mutex<ScreenState>,
@@ -575,6 +579,7 @@ impl Screen {
     pub fn new(json: bool) -> Arc<Screen> {
         let screen = Arc::new(Screen {
             json,
+            verbose: AtomicBool::new(false),
             style: if json {
                 Style::plain()
             } else {
@@ -610,6 +615,11 @@ impl Screen {
 
     pub fn style(&self) -> Style {
         self.style
+    }
+
+    /// Shows every action's output (`--verbose`).
+    pub fn set_verbose(&self, verbose: bool) {
+        self.verbose.store(verbose, Ordering::SeqCst);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ScreenState> {
@@ -747,6 +757,7 @@ impl Screen {
                         summary: summary.clone(),
                         started: Instant::now(),
                         risk,
+                        output: Vec::new(),
                     },
                 );
                 drop(s);
@@ -765,6 +776,10 @@ impl Screen {
                 }
                 drop(s);
                 let dur = format_duration(Duration::from_millis(*duration_ms));
+                let output = action
+                    .as_ref()
+                    .map(|a| a.output.clone())
+                    .unwrap_or_default();
                 let mark = st.status(*status, &format!("← {}", status.as_str()));
                 let what = match &action {
                     Some(Action {
@@ -776,6 +791,23 @@ impl Screen {
                     None => String::new(),
                 };
                 self.print(&format!("{mark} {what} {}", st.dim(&format!("({dur})"))));
+                for line in output {
+                    self.print(&st.dim(&line));
+                }
+            }
+            AgentEvent::ToolOutput { call_id, .. } => {
+                let lines =
+                    crate::record::render_tool_output(event, self.verbose.load(Ordering::SeqCst));
+                let mut s = self.lock();
+                match s.actions.get_mut(call_id) {
+                    Some(a) => a.output = lines,
+                    None => {
+                        drop(s);
+                        for line in lines {
+                            self.print(&st.dim(&line));
+                        }
+                    }
+                }
             }
             AgentEvent::Answer(t) => self.print(&sanitize::for_terminal(t, MAX_SHOWN)),
             AgentEvent::Warning(t) => self.print(&st.paint(

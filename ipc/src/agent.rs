@@ -206,6 +206,72 @@ pub enum AgentEvent {
         prompt_tokens: u64,
         completion_tokens: u64,
     },
+    /// A call the agent refused itself, without asking the broker (for the
+    /// audit; the broker bounds every field).
+    CallRefused {
+        call_id: String,
+        /// The tool as the model named it (empty when the call could not
+        /// be read at all).
+        tool: String,
+        /// The arguments as the model wrote them (the agent cuts them).
+        arguments: String,
+        kind: RefusalKind,
+        message: String,
+    },
+    /// A `remember`/`forget` call, done by the agent (the broker records
+    /// the resulting memoria.md change itself when the file is saved).
+    MemoryEdit {
+        call_id: String,
+        tool: String,
+        arguments: String,
+        status: ToolStatus,
+        message: String,
+    },
+    /// What an action produced, from the broker to the operator's console
+    /// (an agent sending it is refused): the exit, the tail of stderr and,
+    /// for `--verbose`, the head of the output.
+    ToolOutput {
+        call_id: String,
+        status: ToolStatus,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        /// The broker's explanation (denial, error, notes), cut.
+        message: String,
+        /// The last lines of stderr, cut.
+        stderr_tail: String,
+        /// The head of stdout, cut.
+        stdout_head: String,
+    },
+}
+
+/// Why the agent refused a call itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RefusalKind {
+    /// Unreadable: bad JSON, a text-protocol block that does not parse, or
+    /// arguments that do not match the tool's schema.
+    Malformed,
+    UnknownTool,
+    /// Arguments over the size limit.
+    TooLarge,
+    /// Over the calls-per-step limit.
+    TooManyCalls,
+    /// The same call already failed the same way twice.
+    Loop,
+    /// The step budget ran out with the call pending.
+    StepBudget,
+}
+
+impl RefusalKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalKind::Malformed => "malformed",
+            RefusalKind::UnknownTool => "unknown tool",
+            RefusalKind::TooLarge => "too large",
+            RefusalKind::TooManyCalls => "too many calls in one step",
+            RefusalKind::Loop => "loop",
+            RefusalKind::StepBudget => "step budget exhausted",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
