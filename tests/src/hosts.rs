@@ -54,7 +54,9 @@ fn unavailable(test: &str, why: &str, fix: &str) -> Option<Host> {
     if required() {
         panic!("{msg} (SYSWARD_REQUIRE_HOSTS=1: this is a failure, not a skip)");
     }
-    eprintln!("\n*** SKIPPED {msg}. (Set SYSWARD_REQUIRE_HOSTS=1 to make this a failure; CI does.) ***\n");
+    eprintln!(
+        "\n*** SKIPPED {msg}. (Set SYSWARD_REQUIRE_HOSTS=1 to make this a failure; CI does.) ***\n"
+    );
     None
 }
 
@@ -132,7 +134,11 @@ fn start_time(pid: u32) -> Option<u64> {
 
 fn children(pid: u32) -> Vec<u32> {
     let mut found = Vec::new();
-    for task in fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+    for task in fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         let p = task.path().join("children");
         if let Ok(s) = fs::read_to_string(p) {
             found.extend(s.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
@@ -436,7 +442,9 @@ impl Host {
                 drop(host);
                 return unavailable(
                     test,
-                    &format!("systemd-nspawn exited ({status}) before the container started:\n{out}"),
+                    &format!(
+                        "systemd-nspawn exited ({status}) before the container started:\n{out}"
+                    ),
                     "a kernel that allows nspawn's namespaces (see the output above)",
                 );
             }
@@ -460,7 +468,6 @@ impl Host {
 
     fn wait_booted(&mut self, timeout: Duration) {
         let start = Instant::now();
-        let mut last = String::new();
         loop {
             if let Some(status) = self.nspawn.as_mut().unwrap().try_wait().unwrap() {
                 panic!(
@@ -469,8 +476,9 @@ impl Host {
                     self.console_output()
                 );
             }
-            let out = self.run_timeout(&["systemctl", "is-system-running"], Duration::from_secs(30));
-            last = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            let out =
+                self.run_timeout(&["systemctl", "is-system-running"], Duration::from_secs(30));
+            let last = String::from_utf8_lossy(&out.stdout).trim().to_string();
             if last == "running" || last == "degraded" {
                 if last == "degraded" {
                     let failed = self.run(&["systemctl", "--failed", "--no-legend"]);

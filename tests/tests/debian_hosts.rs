@@ -29,7 +29,11 @@ fn a_booted_host_runs_a_command_and_leaves_nothing_behind() {
     let Some(host) = Host::boot("a_booted_host_runs_a_command_and_leaves_nothing_behind") else {
         return;
     };
-    println!("booted {} in {:.1} s", host.name(), t0.elapsed().as_secs_f64());
+    println!(
+        "booted {} in {:.1} s",
+        host.name(),
+        t0.elapsed().as_secs_f64()
+    );
     let state = host.run(&["systemctl", "is-system-running"]);
     let state = String::from_utf8_lossy(&state.stdout).trim().to_string();
     assert!(
