@@ -1068,3 +1068,140 @@ fn a_container_filtering_landlock_is_named_as_the_cause() {
     let problems = host.shutdown();
     assert!(problems.is_empty(), "teardown: {problems:?}");
 }
+
+/// Waits until a process whose command line matches `pattern` runs in the
+/// host.
+fn wait_process(host: &Host, pattern: &str) {
+    let start = Instant::now();
+    while !host.run(&["pgrep", "-f", pattern]).status.success() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no process {pattern:?} in the host"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `systemctl stop sysward` during a session: the running action ends with
+/// the broker (systemd does not track it: it runs in the broker's own action
+/// cgroup), and the operator's client is told the daemon closed the session.
+#[test]
+fn stopping_the_service_ends_the_running_action() {
+    let Some(host) = host_with_package(
+        "stopping_the_service_ends_the_running_action",
+        Options::default(),
+    ) else {
+        return;
+    };
+    let call = r#"{"tool_calls":[{"name":"shell","arguments":{"command":"touch /tmp/sysward-marker && sleep 97"}}]}"#;
+    let server = scenario(&format!(r#"{{"steps":[{call}]}}"#));
+    configure(
+        &host,
+        &server,
+        ADMIN_POLICY,
+        &[("01-wait.md", "# Wait\nWait.\n")],
+    );
+    add_operator(&host);
+    let mut cmd = host.command(&[
+        "setpriv",
+        "--reuid",
+        OPERATOR,
+        "--regid",
+        OPERATOR,
+        "--init-groups",
+        "--",
+        "/usr/bin/sysward",
+        "run",
+        "--json",
+    ]);
+    let client = cmd.spawn().unwrap();
+    wait_process(&host, "^sleep 97");
+    let t = Instant::now();
+    host.ok(&["systemctl", "stop", "sysward.service"]);
+    println!("systemctl stop: {:.2} s", t.elapsed().as_secs_f64());
+    assert_eq!(show(&host, "sysward.service", "ActiveState"), "inactive");
+    assert_eq!(show(&host, "sysward.service", "Result"), "success");
+    let start = Instant::now();
+    while host.run(&["pgrep", "-f", "^sleep 97"]).status.success() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the action outlived the stopped service"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = wait_output(client, Duration::from_secs(30));
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the daemon closed the session"),
+        "{}",
+        describe(&out)
+    );
+    let problems = host.shutdown();
+    assert!(problems.is_empty(), "teardown: {problems:?}");
+}
+
+/// One of sysward's own paths replaced while an action runs: the session
+/// ends with exit 5, the daemon exits 5, and systemd leaves it stopped
+/// (RestartPreventExitStatus=5) for a person to look.
+#[test]
+fn a_replaced_sysward_binary_stops_the_daemon_for_good() {
+    let Some(host) = host_with_package(
+        "a_replaced_sysward_binary_stops_the_daemon_for_good",
+        Options::default(),
+    ) else {
+        return;
+    };
+    let call = r#"{"tool_calls":[{"name":"shell","arguments":{"command":"touch /tmp/sysward-marker && sleep 3"}}]}"#;
+    let server = scenario(&format!(
+        r#"{{"steps":[{call},{{"content":"done\nTASK_STATUS: DONE"}}]}}"#
+    ));
+    configure(
+        &host,
+        &server,
+        ADMIN_POLICY,
+        &[("01-wait.md", "# Wait\nWait.\n")],
+    );
+    let client = host.command(&["sysward", "run", "--json"]).spawn().unwrap();
+    wait_process(&host, "^sleep 3");
+    // What a careless deployment does: the same bytes, another inode.
+    host.sh_ok(
+        "cp -p /usr/bin/sysward-exec /root/exec.copy && mv /root/exec.copy /usr/bin/sysward-exec",
+    );
+    let out = wait_output(client, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
+    let summary = summary_of(&out);
+    let error = summary["error"].as_str().unwrap_or("");
+    assert!(
+        error.contains("its own paths changed") && error.contains("/usr/bin/sysward-exec"),
+        "{summary:#}"
+    );
+    // Past RestartSec=5s: still down, never restarted.
+    let start = Instant::now();
+    while show(&host, "sysward.service", "ActiveState") != "failed" {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the daemon did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(8));
+    assert_eq!(show(&host, "sysward.service", "ActiveState"), "failed");
+    assert_eq!(show(&host, "sysward.service", "ExecMainStatus"), "5");
+    assert_eq!(show(&host, "sysward.service", "NRestarts"), "0");
+    let journal = host.ok(&[
+        "journalctl",
+        "--no-pager",
+        "-o",
+        "cat",
+        "-u",
+        "sysward.service",
+    ]);
+    assert!(
+        journal.contains("the broker stopped: its own paths changed"),
+        "{journal}"
+    );
+    let audit = host.ok(&["sysward", "audit", "show", "--json"]);
+    assert!(audit.contains("broker_stopped"), "{audit}");
+    let problems = host.shutdown();
+    assert!(problems.is_empty(), "teardown: {problems:?}");
+}
