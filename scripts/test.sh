@@ -19,11 +19,14 @@ if command -v apt-get >/dev/null 2>&1; then
   # iproute2: ip; passwd: useradd/groupadd; util-linux: setpriv; procps: ps/pkill;
   # python3 + curl + iputils-ping + netcat: programs the attack tests try;
   # nftables + attr: programs the attack tests try (nft add table, setfattr);
-  # bubblewrap: the executor benchmark's comparison; strace: debugging aid.
+  # bubblewrap: the executor benchmark's comparison; strace: debugging aid;
+  # debootstrap + systemd-container: the throwaway Debian hosts (nspawn) the
+  # systemd tests boot.
   apt-get install -y -q --no-install-recommends \
     iproute2 passwd util-linux procps python3 curl iputils-ping netcat-openbsd \
     nftables attr e2fsprogs \
-    bubblewrap ca-certificates coreutils findutils gawk tmux strace >/dev/null
+    bubblewrap ca-certificates coreutils findutils gawk tmux strace \
+    debootstrap systemd-container >/dev/null
 fi
 
 export CARGO_TERM_COLOR=never
@@ -37,6 +40,13 @@ echo "== real model server (llama-cpp-python + SmolLM2, built once and cached)"
 bash scripts/real-model/setup.sh
 # The real-server tests fail instead of skipping when the server is missing.
 export SYSWARD_REQUIRE_REAL_MODEL=1
+echo "== Debian host base (debootstrap, built once and cached)"
+bash scripts/hosts/base.sh
+# The host tests (debian_hosts, systemd_service) fail instead of skipping when
+# the base or nspawn is missing. systemd_service builds the .deb into target/
+# while the tests run; package-test.sh below reuses that build (sequentially,
+# never at the same time).
+export SYSWARD_REQUIRE_HOSTS=1
 echo "== tests"
 # Property tests run their bounded CI case counts (see each test).
 cargo test --workspace -- --test-threads=2

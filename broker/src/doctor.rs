@@ -26,27 +26,20 @@ fn row(name: &'static str, ok: bool, state: impl Into<String>, fix: impl Into<St
 }
 
 fn landlock_abi() -> Row {
-    // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
-    // only returns the ABI version; no memory is passed.
-    let abi = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<u8>(),
-            0usize,
-            1u32,
-        )
-    };
-    if abi >= 4 {
-        row("landlock", true, format!("ABI {abi}"), "")
-    } else if abi > 0 {
-        row(
+    match sysward_sandbox::landlock::probe_abi() {
+        Ok(abi) if abi >= 4 => row("landlock", true, format!("ABI {abi}"), ""),
+        Ok(abi) => row(
             "landlock",
             false,
             format!("ABI {abi} (TCP rules need 4, signal scopes 6)"),
             "use a kernel ≥ 6.7 for full confinement",
-        )
-    } else {
-        row("landlock", false, "not available", "boot with lsm=...,landlock (CONFIG_SECURITY_LANDLOCK=y); actions are refused without it")
+        ),
+        Err(why) => row(
+            "landlock",
+            false,
+            "not available",
+            format!("{why}; actions are refused without it"),
+        ),
     }
 }
 

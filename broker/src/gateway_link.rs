@@ -5,6 +5,7 @@ use crate::cancel::CancelToken;
 use crate::config::InitConf;
 use crate::spawn::{self, Account};
 use anyhow::{bail, Context, Result};
+use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::net::ToSocketAddrs;
 use std::process::{Child, Stdio};
@@ -13,7 +14,7 @@ use sysward_ipc::gateway::{
     GatewayAnswer, GatewayRequest, GatewaySetup, GATEWAY_ANSWER_MAX, GATEWAY_REQUEST_MAX,
 };
 use sysward_ipc::model::{ModelFailure, ModelReply, ModelRequest};
-use sysward_ipc::{Channel, BUILD_VERSION};
+use sysward_ipc::{Channel, ChannelError, BUILD_VERSION};
 
 /// 64 MiB response cap (seed).
 pub const MAX_MODEL_RESPONSE: u64 = 64 << 20;
@@ -59,9 +60,19 @@ impl GatewayLink {
             timeout: Duration::from_secs(u64::from(conf.request_timeout_secs) + 15),
             pid,
         };
-        link.chan.send(&GatewayRequest::Hello {
+        let hello = link.chan.send(&GatewayRequest::Hello {
             build: BUILD_VERSION.to_string(),
-        })?;
+        });
+        if let Err(e) = hello {
+            // A gateway that refused to start may be gone already; the
+            // reason it sent first is still queued here.
+            if e.is_disconnect() {
+                if let Ok(GatewayAnswer::Error { message }) = link.recv_within(Duration::ZERO) {
+                    bail!("the model gateway refused to start: {message}");
+                }
+            }
+            return Err(e.into());
+        }
         match link.recv_within(SETUP_TIMEOUT)? {
             GatewayAnswer::Welcome { build, .. } if build == BUILD_VERSION => {}
             GatewayAnswer::Welcome { build, .. } => bail!(
@@ -108,7 +119,16 @@ impl GatewayLink {
                 timeout.as_secs()
             );
         }
-        Ok(self.chan.recv::<GatewayAnswer>()?)
+        match self.chan.recv::<GatewayAnswer>() {
+            // A gateway that exits without reading what was sent to it
+            // leaves a reset pending on this socket, which the kernel reports
+            // before the answer the gateway sent first (its reason for
+            // refusing to start); the next receive returns that answer.
+            Err(ChannelError::Io(Errno::ECONNRESET)) if self.chan.wait_readable(0)? => {
+                Ok(self.chan.recv::<GatewayAnswer>()?)
+            }
+            answer => Ok(answer?),
+        }
     }
 
     /// Forwards one request. A dead or silent gateway is `GatewayLost`; the

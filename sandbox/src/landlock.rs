@@ -21,6 +21,42 @@ use std::path::{Path, PathBuf};
 /// scopes). Raising it is a deliberate, tested change.
 pub const TARGET_ABI: ABI = ABI::V7;
 
+/// The Landlock ABI this kernel offers to this process, or why there is
+/// none: the errno of the version query tells a kernel without Landlock from
+/// a seccomp filter around the process (a container manager's) that refuses
+/// the call, which the crate reports alike as "incompatible".
+pub fn probe_abi() -> Result<i64, String> {
+    // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
+    // only returns the ABI version; no memory is passed.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
+    };
+    if abi > 0 {
+        return Ok(abi);
+    }
+    let e = std::io::Error::last_os_error();
+    Err(match e.raw_os_error() {
+        // The version query needs no privilege: EPERM comes from a filter.
+        Some(libc::EPERM) => "landlock_create_ruleset() is refused with EPERM by a seccomp \
+             filter around this process (a container manager's: with systemd-nspawn set \
+             SYSTEMD_SECCOMP=0 in its environment; with docker or podman use a seccomp profile \
+             that allows the landlock_* calls; or a unit's SystemCallFilter=)"
+            .to_string(),
+        Some(libc::ENOSYS) => "the kernel has no Landlock (landlock_create_ruleset() is ENOSYS: \
+             CONFIG_SECURITY_LANDLOCK=y and Linux 5.13 or later are needed)"
+            .to_string(),
+        Some(libc::EOPNOTSUPP) => "Landlock is built into the kernel but not enabled \
+             (landlock_create_ruleset() is EOPNOTSUPP): boot with lsm=...,landlock"
+            .to_string(),
+        _ => format!("landlock_create_ruleset(): {e}"),
+    })
+}
+
 /// Read and execute beneath a path.
 pub fn read_access() -> BitFlags<AccessFs> {
     AccessFs::from_read(TARGET_ABI)
@@ -126,7 +162,12 @@ impl LandlockRules {
     /// adds the port rules; path rules are added with the raw syscall because
     /// their file type is already known (the crate would fstat each again).
     pub fn build(self) -> Result<BuiltRuleset, SandboxError> {
-        let err = |e: landlock::RulesetError| SandboxError::step("landlock", e.to_string());
+        // When the kernel seems to lack Landlock, say why (only on failure:
+        // the probe costs a system call).
+        let err = |e: landlock::RulesetError| match probe_abi() {
+            Err(why) => SandboxError::step("landlock", format!("{e}: {why}")),
+            Ok(_) => SandboxError::step("landlock", e.to_string()),
+        };
         let mut ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::HardRequirement)
             .handle_access(AccessFs::from_all(TARGET_ABI))
