@@ -12,6 +12,7 @@ use std::sync::Once;
 use std::time::{Duration, Instant};
 
 pub mod hosts;
+pub mod packaged;
 pub mod tmux;
 pub use tmux::Tmux;
 
