@@ -873,6 +873,9 @@ fn audit_show(layout: &project::Layout, session: Option<&str>, json: bool) -> Re
 
 fn main() {
     let _ = session::PROCESS_START.set(std::time::Instant::now());
+    // The clean-environment restart runs /proc/self/exe, which names the
+    // process "exe"; systemctl status and pgrep -x sysward should find it.
+    let _ = nix::sys::prctl::set_name(c"sysward");
     match real_main() {
         Ok(code) => std::process::exit(code),
         Err(e) => {
