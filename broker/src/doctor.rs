@@ -762,9 +762,42 @@ fn judge(conf: &InitConf, shown: &str, r: &Reply) -> Row {
     )
 }
 
-pub fn run(layout: &Layout) -> Result<i32> {
+/// The configuration itself: init.conf and agent.md load (modes, owners,
+/// syntax), or the error that `run` would refuse with.
+fn configuration(layout: &Layout, project: &Result<Project>) -> Row {
+    match project {
+        Ok(p) => row(
+            "configuration",
+            true,
+            format!(
+                "{} and {} load{}",
+                layout.init_conf().display(),
+                p.agent_md_path.display(),
+                if p.warnings.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({} warning(s): {})",
+                        p.warnings.len(),
+                        p.warnings.join("; ")
+                    )
+                }
+            ),
+            "",
+        ),
+        Err(e) => row(
+            "configuration",
+            false,
+            format!("{e:#}"),
+            "fix the file named above; `sysward init` writes commented templates where none exist",
+        ),
+    }
+}
+
+pub fn run(layout: &Layout, as_json: bool) -> Result<i32> {
     let project = Project::load(layout.clone());
     let mut rows = vec![
+        configuration(layout, &project),
         landlock_abi(),
         seccomp(),
         namespaces(),
@@ -777,15 +810,26 @@ pub fn run(layout: &Layout) -> Result<i32> {
     ];
     match &project {
         Ok(p) => {
-            rows.insert(4, user(&p.conf.agent_user, "agent user"));
-            rows.insert(5, user(&p.conf.model_user, "gateway user"));
+            rows.insert(5, user(&p.conf.agent_user, "agent user"));
+            rows.insert(6, user(&p.conf.model_user, "gateway user"));
         }
         Err(_) => {
-            rows.insert(4, user(crate::config::DEFAULT_AGENT_USER, "agent user"));
-            rows.insert(5, user(crate::config::DEFAULT_MODEL_USER, "gateway user"));
+            rows.insert(5, user(crate::config::DEFAULT_AGENT_USER, "agent user"));
+            rows.insert(6, user(crate::config::DEFAULT_MODEL_USER, "gateway user"));
         }
     }
-    let mut failed = 0;
+    let failed = rows.iter().filter(|r| !r.ok).count();
+    if as_json {
+        let list: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| serde_json::json!({"check": r.name, "ok": r.ok, "state": r.state, "fix": r.fix}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"ok": failed == 0, "checks": list}))?
+        );
+        return Ok(if failed == 0 { 0 } else { 1 });
+    }
     for r in &rows {
         println!(
             "{:<16} {:<4} {}",
@@ -794,7 +838,6 @@ pub fn run(layout: &Layout) -> Result<i32> {
             r.state
         );
         if !r.ok {
-            failed += 1;
             println!("{:<16}      fix: {}", "", r.fix);
         }
     }

@@ -74,6 +74,28 @@ enum Command {
         /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
         #[arg(long)]
         root: Option<PathBuf>,
+        /// Machine-readable JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create a project (or fill /etc/sysward) from commented templates;
+    /// never overwrites a file.
+    Init {
+        /// The project directory; default /etc/sysward (as root).
+        dir: Option<PathBuf>,
+    },
+    /// The daemon, the last run of each task, pending approvals and the
+    /// audit chain, at a glance.
+    Status {
+        /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
+        #[arg(long)]
+        root: Option<PathBuf>,
+        /// Control socket of the daemon.
+        #[arg(long, default_value = control::SOCKET_PATH)]
+        socket: PathBuf,
+        /// Machine-readable JSON output.
+        #[arg(long)]
+        json: bool,
     },
     /// Inspect the policy.
     Policy {
@@ -451,7 +473,17 @@ fn real_main() -> Result<i32> {
             socket,
         } => client::run(&socket, SessionMode::Cli, dry_run, false, verbose),
         Command::Broker { root, socket } => run_daemon(root, socket),
-        Command::Doctor { root } => doctor::run(&layout_for(&root)?),
+        Command::Doctor { root, json } => doctor::run(&layout_for(&root)?, json),
+        Command::Init { dir } => match dir {
+            Some(d) => sysward_broker::init::run(&d, true),
+            None => {
+                require_root("sysward init (of /etc/sysward)")?;
+                sysward_broker::init::run(Path::new("/etc/sysward"), false)
+            }
+        },
+        Command::Status { root, socket, json } => {
+            sysward_broker::status::run(&layout_for(&root)?, root.is_some(), &socket, json)
+        }
         Command::Policy {
             command: PolicyCommand::Check { root },
         } => {

@@ -188,7 +188,18 @@ impl Project {
         }
         let mut tasks = Vec::new();
         for name in names {
-            let content = read_checked(&dir.join(&name), MAX_INSTRUCTION_FILE, warnings)?;
+            // One unusable task file is skipped, named; the others still run.
+            let content = match read_checked(&dir.join(&name), MAX_INSTRUCTION_FILE, warnings) {
+                Ok(c) if c.trim().is_empty() => {
+                    warnings.push(format!("task {name} is empty: skipped"));
+                    continue;
+                }
+                Ok(c) => c,
+                Err(e) => {
+                    warnings.push(format!("task {name} skipped: {e:#}"));
+                    continue;
+                }
+            };
             let sha256 = hex(&Sha256::digest(content.as_bytes()));
             tasks.push(TaskSpec {
                 name,
