@@ -26,7 +26,8 @@ rel="$target/release"
 echo "== man pages and completions" >&2
 rm -rf "$rel/man" "$rel/completions"
 "$rel/sysward" generate man "$rel/man"
-gzip -9n -f "$rel"/man/*.8     # Debian policy: compressed man pages
+cp packaging/man/*.5 "$rel/man/"
+gzip -9n -f "$rel"/man/*.8 "$rel"/man/*.5     # Debian policy: compressed man pages
 "$rel/sysward" generate completions "$rel/completions"
 
 echo "== cargo deb" >&2

@@ -92,11 +92,23 @@ deb=$(bash packaging/build-deb.sh | tail -n 1)
 echo "  $deb"
 dpkg-deb --info "$deb" | sed -n '1,40p' | grep -E "Package|Version|Depends|Architecture" | sed 's/^/  /'
 dpkg-deb --contents "$deb" > "$work/contents"
-for p in ./usr/bin/sysward ./usr/bin/sysward-agent ./usr/bin/sysward-exec ./usr/bin/sysward-gateway \
+step "lintian (no errors allowed; the warnings a maintainer would fix are fixed, the deliberate ones overridden)"
+if command -v lintian >/dev/null 2>&1; then
+  lintian --tag-display-limit 0 --fail-on error "$deb" 2>&1 | grep -v "running with root privileges" | sed 's/^/  /' \
+    || true
+  lintian --fail-on error "$deb" >/dev/null 2>&1 || fail "lintian reports errors"
+  if lintian "$deb" 2>/dev/null | grep -q '^W:'; then
+    fail "lintian warnings: fix them or override them with a reason in packaging/lintian/sysward"
+  fi
+else
+  fail "lintian is missing (scripts/test.sh installs it)"
+fi
+for p in ./usr/bin/sysward ./usr/libexec/sysward/sysward-agent ./usr/libexec/sysward/sysward-exec ./usr/libexec/sysward/sysward-gateway \
          ./usr/lib/systemd/system/sysward.service ./usr/lib/systemd/system/sysward-run.service \
          ./usr/lib/systemd/system/sysward-run.timer ./usr/lib/sysusers.d/sysward.conf \
          ./usr/lib/tmpfiles.d/sysward.conf ./etc/sysward/init.conf ./etc/sysward/agent.md \
          ./usr/share/man/man8/sysward.8.gz ./usr/share/man/man8/sysward-run.8.gz \
+         ./usr/share/man/man5/sysward-init.conf.5.gz ./usr/share/man/man5/sysward-agent.md.5.gz \
          ./usr/share/bash-completion/completions/sysward ./usr/share/zsh/vendor-completions/_sysward \
          ./usr/share/fish/vendor_completions.d/sysward.fish; do
   grep -q " $p\$" "$work/contents" || fail "the package lacks $p"
@@ -107,7 +119,11 @@ step "dpkg -i"
 dpkg -i "$deb"
 
 step "installed files, users, group, directories and modes"
-for b in sysward sysward-agent sysward-exec sysward-gateway; do expect_mode "/usr/bin/$b" "755 root root"; done
+expect_mode /usr/bin/sysward "755 root root"
+for b in sysward-agent sysward-exec sysward-gateway; do expect_mode "/usr/libexec/sysward/$b" "755 root root"; done
+for b in sysward-agent sysward-exec sysward-gateway; do
+  [ ! -e "/usr/bin/$b" ] || fail "/usr/bin/$b: the internal helpers belong in /usr/libexec/sysward"
+done
 getent group sysward >/dev/null || fail "group sysward missing"
 for u in sysward-agent sysward-model; do
   getent passwd "$u" >/dev/null || fail "user $u missing"
@@ -217,6 +233,7 @@ broker_pid=
 step "dpkg -r keeps the configuration"
 dpkg -r sysward
 [ ! -e /usr/bin/sysward ] || fail "/usr/bin/sysward is still there after dpkg -r"
+[ ! -e /usr/libexec/sysward ] || fail "/usr/libexec/sysward is still there after dpkg -r"
 [ ! -e /usr/lib/systemd/system/sysward.service ] || fail "the unit is still there after dpkg -r"
 grep -q "package-test marker" /etc/sysward/init.conf || fail "dpkg -r lost the edited init.conf"
 [ -f /etc/sysward/agent.md ] || fail "dpkg -r removed agent.md"

@@ -20,13 +20,14 @@ if command -v apt-get >/dev/null 2>&1; then
   # python3 + curl + iputils-ping + netcat: programs the attack tests try;
   # nftables + attr: programs the attack tests try (nft add table, setfattr);
   # bubblewrap: the executor benchmark's comparison; strace: debugging aid;
+  # lintian: the package test checks the .deb.
   # debootstrap + systemd-container: the throwaway Debian hosts (nspawn) the
   # systemd tests boot.
   apt-get install -y -q --no-install-recommends \
     iproute2 passwd util-linux procps python3 curl iputils-ping netcat-openbsd \
     nftables attr e2fsprogs \
     bubblewrap ca-certificates coreutils findutils gawk tmux strace \
-    debootstrap systemd-container >/dev/null
+    debootstrap systemd-container lintian >/dev/null
 fi
 
 export CARGO_TERM_COLOR=never

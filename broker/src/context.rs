@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 /// Everything a broker needs before its first session.
 pub fn broker_context(layout: project::Layout) -> Result<session::BrokerContext> {
-    broker_context_with_binaries(layout, &spawn::binary_dir()?)
+    broker_context_with_binaries(layout, &spawn::helper_dir()?)
 }
 
 /// The same, with sysward's binaries taken from `bin_dir` (each checked to be

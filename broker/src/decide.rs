@@ -595,7 +595,7 @@ pub fn engine_for_layout(
     agent_md_path: &Path,
     policy: &sysward_policy::PolicyBlock,
 ) -> Result<Engine> {
-    let bin_dir = crate::spawn::binary_dir()?;
+    let bin_dir = crate::spawn::helper_dir()?;
     let mut protected = vec![
         layout.init_conf(),
         agent_md_path.to_path_buf(),
@@ -619,6 +619,11 @@ pub fn engine_for_layout(
     // of its per-action cgroup and survive the action.
     if let Some(mount) = crate::cgroup::v2_mount() {
         protected.push(mount);
+    }
+    // The command itself, wherever it is (it is not beside the helpers in
+    // the package).
+    if let Ok(exe) = std::env::current_exe() {
+        protected.push(exe);
     }
     for bin in [
         "sysward",

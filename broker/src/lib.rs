@@ -17,6 +17,7 @@ pub mod decide;
 pub mod doctor;
 pub mod gateway_link;
 pub mod init;
+pub mod manpages;
 pub mod mountns;
 pub mod oneshot;
 pub mod operator;

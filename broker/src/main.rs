@@ -673,13 +673,14 @@ fn real_main() -> Result<i32> {
 /// written to files (clap_complete panics on a broken stdout pipe).
 fn generate(what: GenerateCommand) -> Result<i32> {
     use clap::CommandFactory;
-    let mut cmd = Cli::command();
+    let cmd = Cli::command();
     match what {
         GenerateCommand::Man { dir } => {
             std::fs::create_dir_all(&dir)?;
             let render = |c: clap::Command, name: &str| -> Result<()> {
                 let mut out = Vec::new();
                 clap_mangen::Man::new(c).section("8").render(&mut out)?;
+                out.extend_from_slice(sysward_broker::manpages::extra_sections(name).as_bytes());
                 std::fs::write(dir.join(format!("{name}.8")), out)?;
                 Ok(())
             };
@@ -691,6 +692,15 @@ fn generate(what: GenerateCommand) -> Result<i32> {
         }
         GenerateCommand::Completions { dir } => {
             std::fs::create_dir_all(&dir)?;
+            // Only what a person types: the hidden subcommands are left out.
+            let mut visible = clap::Command::new("sysward");
+            for a in cmd.get_arguments() {
+                visible = visible.arg(a.clone());
+            }
+            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+                visible = visible.subcommand(sub.clone());
+            }
+            let mut cmd = visible;
             for (shell, file) in [
                 (clap_complete::Shell::Bash, "sysward.bash"),
                 (clap_complete::Shell::Zsh, "_sysward"),

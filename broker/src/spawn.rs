@@ -18,10 +18,24 @@ pub fn binary_dir() -> Result<PathBuf> {
         .to_path_buf())
 }
 
-/// Path of a sibling binary, checked to exist and to be root-owned and not
+/// Where the internal helpers (`sysward-agent`, `-gateway`, `-exec`) are
+/// installed by the package: nobody types their names.
+pub const LIBEXEC_DIR: &str = "/usr/libexec/sysward";
+
+/// The directory of the helpers: beside this binary (a build tree,
+/// `install.sh`), else the package's [`LIBEXEC_DIR`].
+pub fn helper_dir() -> Result<PathBuf> {
+    let here = binary_dir()?;
+    if here.join("sysward-exec").exists() || !Path::new(LIBEXEC_DIR).is_dir() {
+        return Ok(here);
+    }
+    Ok(PathBuf::from(LIBEXEC_DIR))
+}
+
+/// Path of a helper binary, checked to exist and to be root-owned and not
 /// writable by others (the broker execs it as root).
 pub fn sibling(name: &str) -> Result<PathBuf> {
-    checked(&binary_dir()?, name)
+    checked(&helper_dir()?, name)
 }
 
 /// `dir/name`, checked like [`sibling`].

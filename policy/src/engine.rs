@@ -91,7 +91,8 @@ impl Engine {
             category,
             risk: Risk::High,
             reason: reason.to_string(),
-            normalized: one_line(normalized),
+            // A refusal is never asked about: its text is for the record.
+            normalized: one_line_within(normalized, REFUSED_SHOWN),
             source: source.to_string(),
             profile: None,
             parts: Vec::new(),
@@ -372,7 +373,14 @@ fn abs(cwd: &Path) -> Option<PathBuf> {
 }
 
 fn one_line(s: &str) -> String {
-    let mut cut = s.len().min(MAX_NORMALIZED);
+    one_line_within(s, MAX_NORMALIZED)
+}
+
+/// How much of a refused request's text a decision keeps.
+const REFUSED_SHOWN: usize = 4096;
+
+fn one_line_within(s: &str, max: usize) -> String {
+    let mut cut = s.len().min(max);
     while !s.is_char_boundary(cut) {
         cut -= 1;
     }

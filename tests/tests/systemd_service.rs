@@ -426,9 +426,9 @@ fn remove_keeps_configuration_and_state_and_purge_removes_them() {
     let exists = |p: &str| host.run(&["test", "-e", p]).status.success();
     for gone in [
         "/usr/bin/sysward",
-        "/usr/bin/sysward-agent",
-        "/usr/bin/sysward-exec",
-        "/usr/bin/sysward-gateway",
+        "/usr/libexec/sysward/sysward-agent",
+        "/usr/libexec/sysward/sysward-exec",
+        "/usr/libexec/sysward/sysward-gateway",
         "/usr/lib/systemd/system/sysward.service",
         "/usr/lib/systemd/system/sysward-run.service",
         "/usr/lib/systemd/system/sysward-run.timer",
@@ -1062,14 +1062,15 @@ fn a_replaced_sysward_binary_stops_the_daemon_for_good() {
     wait_process(&host, "^sleep 3");
     // What a careless deployment does: the same bytes, another inode.
     host.sh_ok(
-        "cp -p /usr/bin/sysward-exec /root/exec.copy && mv /root/exec.copy /usr/bin/sysward-exec",
+        "cp -p /usr/libexec/sysward/sysward-exec /root/exec.copy && mv /root/exec.copy /usr/libexec/sysward/sysward-exec",
     );
     let out = wait_output(client, Duration::from_secs(60));
     assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
     let summary = summary_of(&out);
     let error = summary["error"].as_str().unwrap_or("");
     assert!(
-        error.contains("its own paths changed") && error.contains("/usr/bin/sysward-exec"),
+        error.contains("its own paths changed")
+            && error.contains("/usr/libexec/sysward/sysward-exec"),
         "{summary:#}"
     );
     // Past RestartSec=5s: still down, never restarted.
