@@ -143,7 +143,11 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
         r
     });
     if let Err(e) = result {
-        summary.error = Some(format!("{e:#}"));
+        summary.error = Some(if crate::signals::stopping() {
+            format!("the broker is stopping (SIGTERM): the session ends here ({e:#})")
+        } else {
+            format!("{e:#}")
+        });
     }
     ctx.runner.forget_rulesets();
     summary.duration_ms = started.elapsed().as_millis() as u64;

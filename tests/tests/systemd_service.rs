@@ -1028,11 +1028,14 @@ fn stopping_the_service_ends_the_running_action() {
     }
     let out = wait_output(client, Duration::from_secs(30));
     assert!(!out.status.success(), "{}", describe(&out));
+    // A clean stop: the client is told why, and the record is complete.
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("the daemon closed the session"),
+        describe(&out).contains("the broker is stopping"),
         "{}",
         describe(&out)
     );
+    let audit = host.read("/var/lib/sysward/audit.log").unwrap();
+    assert!(audit.contains("\"session_end\""), "{audit}");
     let problems = host.shutdown();
     assert!(problems.is_empty(), "teardown: {problems:?}");
 }
