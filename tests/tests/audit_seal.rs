@@ -5,7 +5,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use sha2::{Digest, Sha256};
 use std::time::Duration;
 use sysward_tests::*;
 
@@ -17,28 +16,9 @@ fn verify(p: &TestProject, key_file: Option<&std::path::Path>) -> std::process::
     run_sysward(&args, Duration::from_secs(20))
 }
 
-/// Rewrites the log from `lines` (records without their hash recomputed),
-/// chaining every hash again and re-anchoring the head: what root can do
-/// without the key.
+/// What root can do without the key (see [`sysward_tests::rechain`]).
 fn rewrite_chain(p: &TestProject, records: Vec<serde_json::Value>) {
-    let mut prev = "0".repeat(64);
-    let mut out = String::new();
-    let mut seq = 0u64;
-    for mut r in records {
-        seq += 1;
-        let obj = r.as_object_mut().unwrap();
-        obj.remove("hash");
-        obj.insert("seq".into(), serde_json::json!(seq));
-        obj.insert("prev".into(), serde_json::json!(prev));
-        let mut line = serde_json::to_vec(&r).unwrap();
-        let hash = sysward_broker::project::hex(&Sha256::digest(&line));
-        line.pop();
-        line.extend_from_slice(format!(",\"hash\":\"{hash}\"}}\n").as_bytes());
-        out.push_str(std::str::from_utf8(&line).unwrap());
-        prev = hash;
-    }
-    std::fs::write(p.path("audit.log"), out).unwrap();
-    std::fs::write(p.path(".agent/audit.head"), format!("{seq:020} {prev}\n")).unwrap();
+    rechain(&p.path("audit.log"), &p.path(".agent/audit.head"), records);
 }
 
 fn project_with_a_session(name: &str) -> (TestProject, std::path::PathBuf) {

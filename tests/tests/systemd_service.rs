@@ -1106,3 +1106,54 @@ fn a_replaced_sysward_binary_stops_the_daemon_for_good() {
     let problems = host.shutdown();
     assert!(problems.is_empty(), "teardown: {problems:?}");
 }
+
+/// The audit anchor goes to the journal with every session end: a rewrite of
+/// the log and its anchor that is consistent (so the chain alone calls it
+/// intact) disagrees with what journald kept.
+#[test]
+fn the_journal_mirror_finds_a_consistent_rewrite_of_the_log() {
+    let test = "the_journal_mirror_finds_a_consistent_rewrite_of_the_log";
+    let Some(host) = host_with_package(test, Options::default()) else {
+        return;
+    };
+    let server = one_action_scenario(1);
+    configure(
+        &host,
+        &server,
+        "EXECUTION_MODE=guarded\nALLOW_OUTSIDE_PROJECT_READ=true",
+        &[READ_ONLY_TASK],
+    );
+    let out = host.run(&["sysward", "run", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    host.ok(&["journalctl", "--sync"]);
+    let agrees = host.ok(&["sysward", "audit", "verify", "--journal"]);
+    assert!(agrees.contains("agrees with"), "{agrees}");
+    // Root rewrites what the action was, chains every record again and
+    // re-anchors: the files agree with each other.
+    let log = host.path("/var/lib/sysward/audit.log");
+    let mut records: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let tool = records
+        .iter_mut()
+        .find(|r| r["event"]["event"] == "tool")
+        .expect("a tool record");
+    tool["event"]["request"] = serde_json::json!("uname -a");
+    rechain(
+        &log,
+        &host.path("/var/lib/sysward/.agent/audit.head"),
+        records,
+    );
+    host.ok(&["sysward", "audit", "verify"]);
+    let found = host.run(&["sysward", "audit", "verify", "--journal"]);
+    assert_eq!(found.status.code(), Some(1), "{}", describe(&found));
+    assert!(
+        describe(&found).contains("MISMATCH"),
+        "{}",
+        describe(&found)
+    );
+    let problems = host.shutdown();
+    assert!(problems.is_empty(), "teardown: {problems:?}");
+}
