@@ -646,16 +646,32 @@ impl Host {
     /// port once sshd accepts connections. For Ansible's builtin ssh
     /// connection.
     pub fn start_sshd(&self, user: &str, authorized_key: &str) -> u16 {
-        assert!(self.booted, "{}: start_sshd needs a booted host", self.traces.name);
+        assert!(
+            self.booted,
+            "{}: start_sshd needs a booted host",
+            self.traces.name
+        );
         let port = free_loopback_port();
         self.sh_ok(&format!(
             "id -u {user} >/dev/null 2>&1 || useradd -m -s /bin/bash {user}; usermod -p '*' {user}; \
              install -d -m 0700 -o {user} -g {user} /home/{user}/.ssh; \
              ssh-keygen -A >/dev/null"
         ));
-        self.write(&format!("/home/{user}/.ssh/authorized_keys"), format!("{}\n", authorized_key.trim()), 0o600);
-        self.ok(&["chown", &format!("{user}:{user}"), &format!("/home/{user}/.ssh/authorized_keys")]);
-        self.write(&format!("/etc/sudoers.d/90-{user}"), format!("{user} ALL=(ALL) NOPASSWD: ALL\n"), 0o440);
+        self.write(
+            &format!("/home/{user}/.ssh/authorized_keys"),
+            format!("{}\n", authorized_key.trim()),
+            0o600,
+        );
+        self.ok(&[
+            "chown",
+            &format!("{user}:{user}"),
+            &format!("/home/{user}/.ssh/authorized_keys"),
+        ]);
+        self.write(
+            &format!("/etc/sudoers.d/90-{user}"),
+            format!("{user} ALL=(ALL) NOPASSWD: ALL\n"),
+            0o440,
+        );
         self.write(
             "/etc/systemd/system/sysward-test-sshd.service",
             format!(
@@ -679,7 +695,13 @@ impl Host {
                 return port;
             }
             if start.elapsed() > Duration::from_secs(60) {
-                let status = self.run(&["systemctl", "status", "--no-pager", "-l", "sysward-test-sshd.service"]);
+                let status = self.run(&[
+                    "systemctl",
+                    "status",
+                    "--no-pager",
+                    "-l",
+                    "sysward-test-sshd.service",
+                ]);
                 panic!(
                     "{}: sshd on 127.0.0.1:{port} does not accept connections after 60 s\n{}",
                     self.traces.name,
