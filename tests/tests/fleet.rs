@@ -632,7 +632,8 @@ fn fleet_play(test: &str, n: usize) {
     let decision = audit
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|r| r["event"] == "approval_decided" && r["id"] == id.as_str())
+        .map(|r| r["event"].clone())
+        .find(|e| e["event"] == "approval_decided" && e["id"] == id.as_str())
         .unwrap_or_else(|| panic!("no approval_decided record for {id}:\n{audit}"));
     println!("audit: {decision}");
     assert_eq!(decision["decision"], "approved");
@@ -762,9 +763,14 @@ fn the_aggregator_reads_fetched_results() {
     put(
         "a",
         "approvals.json",
-        r#"{"approvals":[{"id":"0123456789ab","status":"pending","expires_rfc3339":"2026-12-02T00:00:00Z","request":{"tool":"exec","command":"touch /etc/x","task":"02-y.md","risk":"medium"}},{"id":"ba9876543210","status":"approved","request":{}}],"problems":[]}"#,
+        r#"{"approvals":[{"id":"0123456789ab","status":"pending","expires_rfc3339":"2026-12-02T00:00:00Z","tool":"exec","command":"touch /etc/x","task":"02-y.md","risk":"medium"},{"id":"ba9876543210","status":"approved","tool":"exec","command":"id"}],"problems":[]}"#,
     );
     put("a", "audit-verify.rc", "0\n");
+    put(
+        "a",
+        "audit.head",
+        "00000000000000000013 664f00dbeef1234567890abc\n",
+    );
     put("a", "audit-verify.txt", "audit chain ok: 12 records\n");
     put("b", "run.jsonl", &summary(&[("01-x.md", "FAILED")], 3));
     put("b", "run.rc", "3\n");

@@ -98,7 +98,8 @@ def host_report(name, d):
             for a in v.get("approvals") or []:
                 if a.get("status") != "pending":
                     continue
-                req = a.get("request") or {}
+                # sysward flattens the request into the approval.
+                req = a.get("request") or a
                 h["pending"].append(
                     {
                         "id": a.get("id"),
@@ -149,6 +150,10 @@ def short_head(head):
     try:
         v = json.loads(head)
     except ValueError:
+        # "SEQUENCE HASH"
+        parts = head.split()
+        if len(parts) >= 2 and parts[0].isdigit():
+            return "#%d %s" % (int(parts[0]), parts[1][:12])
         return head[:24]
     if isinstance(v, dict):
         seq = v.get("seq", v.get("records", v.get("count", "?")))
