@@ -647,6 +647,12 @@ fn fleet_play(test: &str, n: usize) {
     ctl.play_ok("run (the gated host)", "run", &["--limit", gated]);
     let report = ctl.report("aggregate again");
     assert_eq!(status(&report, gated, "02-mark.md"), "DONE", "{report:#}");
+    // DONE in the first run and unchanged: not run again.
+    assert_eq!(
+        status(&report, gated, "01-kernel.md"),
+        "SKIPPED",
+        "{report:#}"
+    );
     assert!(host_of(&report, gated)["pending"]
         .as_array()
         .unwrap()
@@ -757,7 +763,14 @@ fn the_aggregator_reads_fetched_results() {
     put(
         "a",
         "run.jsonl",
-        &summary(&[("01-x.md", "DONE"), ("02-y.md", "BLOCKED")], 2),
+        &summary(
+            &[
+                ("01-x.md", "DONE"),
+                ("02-y.md", "BLOCKED"),
+                ("03-z.md", "SKIPPED"),
+            ],
+            2,
+        ),
     );
     put("a", "run.rc", "2\n");
     put(
@@ -787,7 +800,10 @@ fn the_aggregator_reads_fetched_results() {
         .unwrap();
     assert!(out.status.success(), "{}", describe(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["tasks"], serde_json::json!(["01-x.md", "02-y.md"]));
+    assert_eq!(
+        v["tasks"],
+        serde_json::json!(["01-x.md", "02-y.md", "03-z.md"])
+    );
     assert_eq!(status(&v, "a", "02-y.md"), "BLOCKED");
     assert_eq!(host_of(&v, "a")["pending"][0]["id"], "0123456789ab");
     assert_eq!(host_of(&v, "a")["pending"].as_array().unwrap().len(), 1);

@@ -137,7 +137,8 @@ def collect(results):
 def cell(h, task):
     t = h["tasks"].get(task)
     if t:
-        return t["status"]
+        # DONE in an earlier run and unchanged since: not run again.
+        return "DONE*" if t["status"] == "SKIPPED" else t["status"]
     if h["run"] is None:
         return "-"
     if h["run"]["error"] and not h["tasks"]:
@@ -182,6 +183,8 @@ def text_table(report):
     out.extend(fmt(r) for r in rows)
     pending = [(h["host"], a) for h in report["hosts"] for a in h["pending"]]
     out.append("")
+    if any(t["status"] == "SKIPPED" for h in report["hosts"] for t in h["tasks"].values()):
+        out.append("DONE*: DONE in an earlier run and unchanged since (skipped by this run)")
     if pending:
         out.append("pending approvals (approve with: ansible-playbook sysward.fleet.approvals -e approval_id=ID):")
         for host, a in pending:
@@ -225,7 +228,7 @@ def html_page(report):
         for t in tasks:
             status = cell(h, t)
             title = h["tasks"].get(t, {}).get("summary", "")
-            cells.append("<td class='%s' title='%s'>%s</td>" % (e(status), e(title), e(status)))
+            cells.append("<td class='%s' title='%s'>%s</td>" % (e(status.rstrip("*")), e(title), e(status)))
         exit_s = "no run" if run is None else "%s (%s)" % (run["exit_code"], run["meaning"])
         parts.append(
             "<tr><td>%s</td>%s<td>%s</td><td>%d</td><td class='%s' title='%s'>%s <code>%s</code></td></tr>"
