@@ -27,6 +27,6 @@ for n in "${sizes[@]}"; do
   SYSWARD_FLEET_HOSTS=$n cargo test -q -p sysward-tests --test fleet -- \
     --ignored --exact fleet_bench --nocapture --test-threads=1 >"$log" 2>&1 || {
     tail -60 "$log"; echo "bench with $n hosts failed (log: $log)" >&2; exit 1; }
-  sed -n '/^host /,/^pending approvals/p; /^phase timings/,/^teardown/p' "$log"
+  sed -n '/^== site: install/,/^teardown/p' "$log" | grep -v '^audit: '
   echo "== $n hosts: $(( $(date +%s) - t0 )) s in all; load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 done
