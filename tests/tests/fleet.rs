@@ -86,7 +86,9 @@ struct Controller {
 impl Controller {
     fn new(bin: PathBuf) -> Controller {
         // Short: ssh's ControlPath must fit a socket address.
-        let dir = PathBuf::from(format!("/var/tmp/swf-{}", std::process::id()));
+        static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let k = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir = PathBuf::from(format!("/var/tmp/swf-{}-{k}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         for sub in ["home", "cp", "tmp", "tasks", "group_vars/all", "results"] {
             fs::create_dir_all(dir.join(sub)).unwrap();
@@ -253,8 +255,51 @@ fn write(path: &Path, text: &str) {
     fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
 }
 
+/// inotify instances in use on this machine (every process's fds).
+fn inotify_in_use() -> usize {
+    let mut count = 0;
+    for p in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        for fd in fs::read_dir(p.path().join("fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == "anon_inode:inotify") {
+                count += 1;
+            }
+        }
+    }
+    count
+}
+
+/// inotify instances one booted host's systemd and services hold (measured:
+/// 7 to 8 on Debian 12).
+const INOTIFY_PER_HOST: usize = 8;
+
+/// The containers share root's fs.inotify.max_user_instances (no user
+/// namespaces): past it a booting systemd stays "initializing" with "Failed
+/// to create inotify object: Too many open files", and other tests' hosts on
+/// this machine may fail too. Refuses up front, with the fix.
+fn check_inotify_headroom(n: usize) {
+    let limit: usize = fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(128);
+    let used = inotify_in_use();
+    let fits = limit.saturating_sub(used) / INOTIFY_PER_HOST;
+    assert!(
+        n <= fits,
+        "{n} booted hosts need about {} inotify instances; fs.inotify.max_user_instances={limit} and {used} are in use, \
+         so about {fits} hosts fit. Raise it on a machine you may change (sysctl -w fs.inotify.max_user_instances=1024) \
+         or bench fewer hosts",
+        n * INOTIFY_PER_HOST
+    );
+}
+
 /// Boots `n` hosts, a few at a time (a loaded 2-core machine).
 fn boot_hosts(test: &str, n: usize) -> Option<Vec<Host>> {
+    check_inotify_headroom(n);
+    let before = inotify_in_use();
     let parallel: usize = std::env::var("SYSWARD_FLEET_BOOT_PARALLEL")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -270,6 +315,10 @@ fn boot_hosts(test: &str, n: usize) -> Option<Vec<Host>> {
             hosts.push(h?);
         }
     }
+    println!(
+        "inotify instances in use: {before} before booting {n} hosts, {} after",
+        inotify_in_use()
+    );
     Some(hosts)
 }
 
