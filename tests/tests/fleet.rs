@@ -340,8 +340,15 @@ const MARK: &str = "/etc/fleet-approved";
 
 /// The request that needs a person on a gated host, then what the model says.
 fn mark_steps(end: &str) -> Vec<serde_json::Value> {
+    touch_steps(MARK, end)
+}
+
+/// A request the operator denies on the gated host.
+const REFUSED: &str = "/etc/fleet-refused";
+
+fn touch_steps(path: &str, end: &str) -> Vec<serde_json::Value> {
     one_call(
-        serde_json::json!({"name":"exec","arguments":{"command":"touch","args":[MARK],"reason":"mark the host as approved"}}),
+        serde_json::json!({"name":"exec","arguments":{"command":"touch","args":[path],"reason":"mark the host"}}),
         end,
     )
 }
@@ -445,11 +452,21 @@ fn fleet_play(test: &str, n: usize) {
         .map(|name| {
             let mut steps = uname_steps();
             if name == gated {
+                // First run: 02 and 03 wait for a person. Second run
+                // (02 approved, 03 denied): 02 proceeds, 03 is refused.
                 steps.extend(mark_steps(
                     "PLAN: touch the mark. It awaits an operator's approval.\n\nTASK_STATUS: BLOCKED",
                 ));
+                steps.extend(touch_steps(
+                    REFUSED,
+                    "PLAN: touch the file. It awaits an operator's approval.\n\nTASK_STATUS: BLOCKED",
+                ));
                 steps.extend(mark_steps(
                     "EXECUTED: touch /etc/fleet-approved. VERIFIED: exit 0.\n\nTASK_STATUS: DONE",
+                ));
+                steps.extend(touch_steps(
+                    REFUSED,
+                    "The operator denied it.\n\nTASK_STATUS: FAILED",
                 ));
             }
             server_for(steps)
@@ -519,6 +536,12 @@ fn fleet_play(test: &str, n: usize) {
         &ctl.dir
             .join(format!("tasks/hosts/{overridden}/01-kernel.md")),
         kernel_h02,
+    );
+    write(
+        &ctl.dir.join(format!("tasks/hosts/{gated}/03-refused.md")),
+        &format!(
+            "# Refused\nCreate the empty file {REFUSED} with `touch {REFUSED}`, then report.\n"
+        ),
     );
 
     // ---- install + configure ------------------------------------------------
@@ -655,8 +678,23 @@ fn fleet_play(test: &str, n: usize) {
         .as_array()
         .unwrap()
         .clone();
-    assert_eq!(pending.len(), 1, "{report:#}");
-    let id = pending[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(pending.len(), 2, "{report:#}");
+    let id_of = |path: &str| {
+        pending
+            .iter()
+            .find(|a| a["command"] == format!("touch {path}").as_str())
+            .unwrap_or_else(|| panic!("no pending touch {path}: {report:#}"))["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let id = id_of(MARK);
+    let refused_id = id_of(REFUSED);
+    assert_eq!(
+        status(&report, gated, "03-refused.md"),
+        "BLOCKED",
+        "{report:#}"
+    );
     for name in names.iter().filter(|h| *h != gated) {
         assert!(host_of(&report, name)["pending"]
             .as_array()
@@ -677,13 +715,43 @@ fn fleet_play(test: &str, n: usize) {
     for (host, changed, _, _) in rows {
         assert_eq!(changed, u64::from(host == gated), "{host}: {decided}");
     }
+    let denied = ctl.play_ok(
+        "approvals (deny)",
+        "approvals",
+        &[
+            "-e",
+            &format!("approval_id={refused_id}"),
+            "-e",
+            "approval_decision=deny",
+            "-e",
+            r#"{"approval_note": "not on this host"}"#,
+            "-e",
+            &format!("approval_host={gated}"),
+        ],
+    );
+    for (host, changed, _, _) in recap(&denied) {
+        assert_eq!(changed, u64::from(host == gated), "{host}: {denied}");
+    }
     let audit = hosts[1].read("/var/lib/sysward/audit.log").unwrap();
-    let decision = audit
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .map(|r| r["event"].clone())
-        .find(|e| e["event"] == "approval_decided" && e["id"] == id.as_str())
-        .unwrap_or_else(|| panic!("no approval_decided record for {id}:\n{audit}"));
+    let decided_record = |id: &str| {
+        audit
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|r| r["event"].clone())
+            .find(|e| e["event"] == "approval_decided" && e["id"] == id)
+            .unwrap_or_else(|| panic!("no approval_decided record for {id}:\n{audit}"))
+    };
+    let refusal = decided_record(&refused_id);
+    println!("audit: {refusal}");
+    assert_eq!(refusal["decision"], "denied");
+    assert!(
+        refusal["note"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not on this host (denied through Ansible by fleet-test-operator)"),
+        "{refusal}"
+    );
+    let decision = decided_record(&id);
     println!("audit: {decision}");
     assert_eq!(decision["decision"], "approved");
     assert!(
@@ -710,6 +778,12 @@ fn fleet_play(test: &str, n: usize) {
         hosts[1].path(MARK).exists(),
         "the approved touch did not run"
     );
+    assert_eq!(
+        status(&report, gated, "03-refused.md"),
+        "FAILED",
+        "{report:#}"
+    );
+    assert!(!hosts[1].path(REFUSED).exists(), "the denied touch ran");
 
     // ---- verify everywhere ----------------------------------------------------
     let verified = ctl.play_ok("verify", "verify", &[]);
