@@ -22,8 +22,10 @@ if command -v apt-get >/dev/null 2>&1; then
   # bubblewrap: the executor benchmark's comparison; strace: debugging aid;
   # lintian: the package test checks the .deb.
   # debootstrap + systemd-container: the throwaway Debian hosts (nspawn) the
-  # systemd tests boot.
+  # systemd tests boot; openssh-client + python3-venv: the Ansible controller
+  # of the fleet test (ssh, ssh-keygen; the venv of scripts/fleet/setup.sh).
   apt-get install -y -q --no-install-recommends \
+    openssh-client python3-venv \
     iproute2 passwd util-linux procps python3 curl iputils-ping netcat-openbsd \
     nftables attr e2fsprogs \
     bubblewrap ca-certificates coreutils findutils gawk tmux strace \
@@ -43,7 +45,9 @@ bash scripts/real-model/setup.sh
 export SYSWARD_REQUIRE_REAL_MODEL=1
 echo "== Debian host base (debootstrap, built once and cached)"
 bash scripts/hosts/base.sh
-# The host tests (debian_hosts, systemd_service) fail instead of skipping when
+echo "== Ansible controller for the fleet test (pinned ansible-core + ansible-lint venv, cached)"
+bash scripts/fleet/setup.sh >/dev/null
+# The host tests (debian_hosts, systemd_service, fleet) fail instead of skipping when
 # the base or nspawn is missing. systemd_service builds the .deb into target/
 # while the tests run; package-test.sh below reuses that build (sequentially,
 # never at the same time).

@@ -134,6 +134,13 @@ fn unescape_mount_path(s: &str) -> PathBuf {
     PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
+/// A port of this machine's loopback that nothing listens on now (the
+/// kernel's choice for a bind to port 0, released at once).
+pub fn free_loopback_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
 /// Start time of a process (field 22 of its stat), to tell it from a later
 /// process that reuses its pid.
 fn start_time(pid: u32) -> Option<u64> {
@@ -629,6 +636,80 @@ impl Host {
     /// Reads a file of the container, if it exists.
     pub fn read(&self, path: &str) -> Option<String> {
         fs::read_to_string(self.path(path)).ok()
+    }
+
+    /// Starts an sshd in a booted container on a free port of this
+    /// machine's loopback (the containers share its network namespace, so
+    /// port 22 and the packaged ssh.service stay masked): fresh host keys,
+    /// an account `user` (created when absent, a password nobody can use)
+    /// with passwordless sudo, `authorized_key` its only key. Returns the
+    /// port once sshd accepts connections. For Ansible's builtin ssh
+    /// connection.
+    pub fn start_sshd(&self, user: &str, authorized_key: &str) -> u16 {
+        assert!(
+            self.booted,
+            "{}: start_sshd needs a booted host",
+            self.traces.name
+        );
+        let port = free_loopback_port();
+        self.sh_ok(&format!(
+            "id -u {user} >/dev/null 2>&1 || useradd -m -s /bin/bash {user}; usermod -p '*' {user}; \
+             install -d -m 0700 -o {user} -g {user} /home/{user}/.ssh; \
+             ssh-keygen -A >/dev/null"
+        ));
+        self.write(
+            &format!("/home/{user}/.ssh/authorized_keys"),
+            format!("{}\n", authorized_key.trim()),
+            0o600,
+        );
+        self.ok(&[
+            "chown",
+            &format!("{user}:{user}"),
+            &format!("/home/{user}/.ssh/authorized_keys"),
+        ]);
+        self.write(
+            &format!("/etc/sudoers.d/90-{user}"),
+            format!("{user} ALL=(ALL) NOPASSWD: ALL\n"),
+            0o440,
+        );
+        self.write(
+            "/etc/systemd/system/sysward-test-sshd.service",
+            format!(
+                "[Unit]\nDescription=sshd on 127.0.0.1:{port} (test bed)\nAfter=network.target\n\n\
+                 [Service]\nExecStart=/usr/sbin/sshd -D -e -p {port} -o ListenAddress=127.0.0.1 \
+                 -o PasswordAuthentication=no -o KbdInteractiveAuthentication=no -o UseDNS=no \
+                 -o AllowUsers={user} -o MaxStartups=100:30:200 -o MaxSessions=50\n\
+                 RuntimeDirectory=sshd\nRuntimeDirectoryMode=0755\nRestart=on-failure\n"
+            ),
+            0o644,
+        );
+        self.sh_ok("systemctl daemon-reload && systemctl start sysward-test-sshd.service");
+        let start = Instant::now();
+        loop {
+            let up = std::net::TcpStream::connect_timeout(
+                &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+                Duration::from_secs(2),
+            )
+            .is_ok();
+            if up {
+                return port;
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                let status = self.run(&[
+                    "systemctl",
+                    "status",
+                    "--no-pager",
+                    "-l",
+                    "sysward-test-sshd.service",
+                ]);
+                panic!(
+                    "{}: sshd on 127.0.0.1:{port} does not accept connections after 60 s\n{}",
+                    self.traces.name,
+                    crate::describe(&status)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Powers the container off and removes every trace of it; returns what
