@@ -133,3 +133,29 @@ fn a_pre_approval_lifts_no_flag_no_mode_no_operator_rule_no_critical() {
         .verdict
         .is_deny());
 }
+
+#[test]
+fn sysward_never_installs_or_upgrades_itself_from_an_action() {
+    let e = Engine::new(
+        block("EXECUTION_MODE=unrestricted\nALLOW_PACKAGE_INSTALL=true\nALLOW_NETWORK=true\nALLOW_OUTSIDE_PROJECT_WRITE=true\nALLOW_OUTSIDE_PROJECT_READ=true"),
+        facts(),
+    );
+    for cmd in [
+        "apt-get install -y sysward",
+        "apt install ./sysward_0.2.0-1_amd64.deb",
+        "apt-get install --reinstall sysward=0.1.0-1",
+        "dpkg -i /tmp/sysward_0.2.0-1_amd64.deb",
+    ] {
+        let d = sh(&e, cmd);
+        assert!(d.verdict.is_deny(), "{cmd}: {d:?}");
+        assert!(d.reason.contains("half-way"), "{cmd}: {d:?}");
+    }
+    // The legitimate neighbours.
+    for cmd in [
+        "apt-get install -y jq",
+        "dpkg -i /tmp/jq_1.6_amd64.deb",
+        "apt-get install -y syswatch",
+    ] {
+        assert!(!sh(&e, cmd).verdict.is_deny(), "{cmd}");
+    }
+}

@@ -91,9 +91,32 @@ pub(super) fn apt(name: &str, args: &[Arg]) -> Effect {
             {
                 return Effect::critical(Category::Package, "removes sysward itself");
             }
+            if matches!(s, "install" | "reinstall")
+                && o.operands
+                    .iter()
+                    .skip(1)
+                    .any(|a| a.plain().is_some_and(names_sysward))
+            {
+                return Effect::critical(Category::Package, INSTALLS_ITSELF);
+            }
             package(format!("{name} {s}")).net()
         }
     }
+}
+
+/// Why sysward never installs or upgrades itself from an action: its own
+/// files are read-only there, so dpkg would stop half-way and leave the
+/// package half-installed.
+const INSTALLS_ITSELF: &str = "installs or upgrades sysward itself, which cannot complete inside an action (sysward's own files are read-only there: dpkg would stop half-way); run apt-get or dpkg as root outside sysward";
+
+/// A package name or .deb path that is sysward (`sysward`, `sysward=1.2`,
+/// `./sysward_1.2_amd64.deb`).
+fn names_sysward(p: &str) -> bool {
+    let file = p.rsplit('/').next().unwrap_or(p);
+    file == "sysward"
+        || file.starts_with("sysward=")
+        || file.starts_with("sysward:")
+        || (file.starts_with("sysward_") && file.ends_with(".deb"))
 }
 
 pub(super) fn dpkg(args: &[Arg]) -> Effect {
@@ -142,6 +165,11 @@ pub(super) fn dpkg(args: &[Arg]) -> Effect {
                 .any(|x| x.plain().is_some_and(|p| p.starts_with("sysward")))
         {
             return Effect::critical(Category::Package, "removes sysward itself");
+        }
+        if matches!(t, "-i" | "--install" | "--unpack" | "-x" | "--extract")
+            && args.iter().any(|x| x.plain().is_some_and(names_sysward))
+        {
+            return Effect::critical(Category::Package, INSTALLS_ITSELF);
         }
     }
     package("dpkg installs, removes or configures packages".into())
