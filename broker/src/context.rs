@@ -52,6 +52,7 @@ pub fn broker_context_with_binaries(
         agent_path,
         gateway_path,
         pinned,
+        log_to_stderr: false,
         hostname,
         layout,
         cgroup_dir,

@@ -347,7 +347,18 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
                 deny_note.as_deref(),
                 &by,
             ) {
-                Ok(Ok(text)) => OperatorAnswer::Done { ok: true, text },
+                Ok(Ok(text)) => {
+                    eprintln!(
+                        "sysward: approval {} {} by {by}",
+                        crate::sanitize::one_line(&id, 40),
+                        if deny_note.is_some() {
+                            "denied"
+                        } else {
+                            "approved"
+                        }
+                    );
+                    OperatorAnswer::Done { ok: true, text }
+                }
                 Ok(Err(text)) => OperatorAnswer::Done { ok: false, text },
                 Err(e) => OperatorAnswer::Done {
                     ok: false,

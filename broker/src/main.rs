@@ -345,7 +345,9 @@ fn run_daemon(root: Option<PathBuf>, socket: PathBuf) -> Result<i32> {
     signals::Signals::install_daemon(socket.clone())?;
     let layout = layout_for(&root)?;
     let gid = control::operator_gid()?;
-    let ctx = Arc::new(context::broker_context(layout)?);
+    let mut ctx = context::broker_context(layout)?;
+    ctx.log_to_stderr = true;
+    let ctx = Arc::new(ctx);
     let listener = control::listen_control(&socket, gid)?;
     signals::listening();
     if let Some(dir) = ctx.cgroup_dir.as_ref().map(|d| d.path().to_path_buf()) {

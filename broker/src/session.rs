@@ -72,6 +72,17 @@ pub struct BrokerContext {
     /// Its own paths as opened at start-up, checked after every action that
     /// can write.
     pub pinned: crate::pinned::Pinned,
+    /// The daemon logs each session's start and end, each approval decision
+    /// and each error on stderr (the journal under systemd); a standalone
+    /// run's terminal shows them already.
+    pub log_to_stderr: bool,
+}
+
+/// One line of the daemon's own log.
+fn log_line(ctx: &BrokerContext, line: &str) {
+    if ctx.log_to_stderr {
+        eprintln!("sysward: {}", sanitize::one_line(line, 2000));
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -104,6 +115,17 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
         op.finished(&summary);
         return summary;
     }
+    log_line(
+        ctx,
+        &format!(
+            "session {id} started by {} ({})",
+            req.operator,
+            match req.mode {
+                SessionMode::Cli => "cli",
+                SessionMode::Tasks { .. } => "tasks",
+            }
+        ),
+    );
     let gap = ctx.audit.gap_note();
     let audit_start = ctx.audit.record(json!({
         "event": "session_start", "session": id, "operator": req.operator,
@@ -151,6 +173,9 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
     }
     ctx.runner.forget_rulesets();
     summary.duration_ms = started.elapsed().as_millis() as u64;
+    if let Some(e) = &summary.error {
+        log_line(ctx, &format!("session {id} error: {e}"));
+    }
     let stopped = ctx.pinned.stopped().is_some();
     summary.exit_code = exit_code(&summary, op.cancel_token().is_cancelled(), stopped);
     let _ = ctx.audit.record(json!({
@@ -159,6 +184,22 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
         "error": summary.error, "duration_ms": summary.duration_ms,
         "tasks": summary.outcomes.iter().map(|o| json!({"task": o.name, "status": o.status.as_str(), "steps": o.steps})).collect::<Vec<_>>(),
     }));
+    log_line(
+        ctx,
+        &format!(
+            "session {id} of {} ended: exit {}, {} action(s), {} denial(s), {}",
+            req.operator,
+            summary.exit_code,
+            summary.actions,
+            summary.denials,
+            summary
+                .outcomes
+                .iter()
+                .map(|o| format!("{} {}", o.name, o.status.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    );
     // A stopped broker's paths may lead elsewhere: the anchor stays behind
     // the log (which is written through the descriptor opened at start-up).
     if !stopped {
@@ -1065,6 +1106,13 @@ impl<'a> Session<'a> {
                 Ok(created) => {
                     let a = created.approval();
                     let _ = self.audit(json!({"event": "approval_pending", "session": self.id, "approval": a.id, "command": prompt.command}));
+                    log_line(
+                        self.ctx,
+                        &format!(
+                            "session {}: approval {} pending: {}",
+                            self.id, a.id, prompt.command
+                        ),
+                    );
                     self.op.event(&AgentEvent::Info(format!(
                         "pending approval {id}: {} ({} · risk {}) — to allow it: sysward approve {id} (then run again); to refuse: sysward deny {id}",
                         crate::approval_view::elide(&prompt.command, 160, 80, ""),
@@ -1095,9 +1143,23 @@ impl<'a> Session<'a> {
                 "approval required",
             ))),
             Some((ApprovalDecision::AllowOnce, _)) => {
+                log_line(
+                    self.ctx,
+                    &format!(
+                        "session {}: {} allowed once: {}",
+                        self.id, self.operator, prompt.command
+                    ),
+                );
                 Ok(format!("operator (once): {}", self.operator))
             }
             Some((ApprovalDecision::AllowSession { confirmed: true }, _)) => {
+                log_line(
+                    self.ctx,
+                    &format!(
+                        "session {}: {} allowed for the session: {}",
+                        self.id, self.operator, prompt.command
+                    ),
+                );
                 self.session_allowed.insert(decision.normalized.clone());
                 Ok(format!("operator (for this session): {}", self.operator))
             }
@@ -1111,6 +1173,13 @@ impl<'a> Session<'a> {
                     _ => String::new(),
                 };
                 let _ = self.audit(json!({"event": "approval_denied", "session": self.id, "command": prompt.command, "by": self.operator}));
+                log_line(
+                    self.ctx,
+                    &format!(
+                        "session {}: {} denied: {}",
+                        self.id, self.operator, prompt.command
+                    ),
+                );
                 Err(Box::new(ToolResult::refused(
                     "",
                     ToolStatus::Denied,

@@ -1126,6 +1126,11 @@ fn the_journal_mirror_finds_a_consistent_rewrite_of_the_log() {
     let out = host.run(&["sysward", "run", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     host.ok(&["journalctl", "--sync"]);
+    // The broker's own log is in the journal: the session, who ran it, how
+    // it ended.
+    let journal = host.ok(&["journalctl", "--no-pager", "-o", "cat", "-u", "sysward"]);
+    assert!(journal.contains("started by uid 0 (root)"), "{journal}");
+    assert!(journal.contains("ended: exit 0"), "{journal}");
     let agrees = host.ok(&["sysward", "audit", "verify", "--journal"]);
     assert!(agrees.contains("agrees with"), "{agrees}");
     // Root rewrites what the action was, chains every record again and
