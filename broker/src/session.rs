@@ -40,6 +40,9 @@ pub const MAX_PENDING_APPROVALS: u32 = 3;
 const AGENT_STDERR_MAX: usize = 64 << 10;
 
 /// Exit codes of `sysward run`, so timers and scripts can act on the outcome.
+/// How often one task (or CLI message) may run the same action.
+const MAX_SAME_ACTION: u32 = 2;
+
 pub mod exit {
     pub const DONE: i32 = 0;
     pub const ERROR: i32 = 1;
@@ -339,6 +342,9 @@ struct Session<'a> {
     denials: u32,
     pending: u32,
     session_allowed: HashSet<String>,
+    /// How often each action (tool, normalized request, cwd) was asked in
+    /// the current task or CLI message.
+    repeats: std::collections::HashMap<String, u32>,
     /// Who runs the session (uid, login, terminal): recorded with each of
     /// their decisions.
     operator: String,
@@ -485,6 +491,7 @@ impl<'a> Session<'a> {
             denials: 0,
             pending: 0,
             session_allowed: HashSet::new(),
+            repeats: std::collections::HashMap::new(),
             operator: req.operator.clone(),
             pending_in_task: Vec::new(),
             secrets,
@@ -580,6 +587,7 @@ impl<'a> Session<'a> {
             match request {
                 AgentRequest::Hello { .. } => unreachable_state(),
                 AgentRequest::NextInput => {
+                    self.repeats.clear();
                     let input = self.next_input();
                     self.answer(AgentAnswer::Input(input))?;
                 }
@@ -630,6 +638,7 @@ impl<'a> Session<'a> {
                     }
                     if let AgentEvent::TaskStart { name } = &event {
                         self.current_task = Some(name.clone());
+                        self.repeats.clear();
                         self.engine = self.pre_approvals.enter(Some(name));
                     }
                     if let AgentEvent::Usage {
@@ -871,6 +880,26 @@ impl<'a> Session<'a> {
             "profile": decision.profile.as_ref().map(|p| p.to_string()),
             "model_reason": sanitize::one_line(plan.reason(), 500),
         });
+        // The same action at most twice per task (or CLI message), whether
+        // it succeeded or not: a third asks the model to use the result or
+        // change approach instead of looping.
+        let repeat_key = format!(
+            "{}\u{0}{}\u{0}{}",
+            plan.tool_name(),
+            decision.normalized,
+            plan.cwd().display()
+        );
+        let seen = self.repeats.entry(repeat_key).or_insert(0);
+        if *seen >= MAX_SAME_ACTION {
+            record["decision"] = json!("refused (repeated)");
+            let _ = self.audit(record);
+            return ToolResult::refused(
+                &call_id,
+                ToolStatus::Denied,
+                format!("refused: this exact action already ran {MAX_SAME_ACTION} times in this task; use its result, or change approach"),
+            );
+        }
+        *seen += 1;
         let approved_by = match decision.verdict.as_str() {
             "deny" => {
                 self.denials += 1;

@@ -153,3 +153,54 @@ fn a_task_runs_unattended_within_its_pre_approvals_and_waits_outside_them() {
     assert_eq!(rerun.status.code(), Some(0), "{}", describe(&rerun));
     assert!(conf.join("90-c.conf").exists() && conf.join("10-b.conf").exists());
 }
+
+#[test]
+fn the_same_action_runs_at_most_twice_per_task() {
+    if !require_root("the_same_action_runs_at_most_twice_per_task") {
+        return;
+    }
+    ensure_accounts();
+    let uname = serde_json::json!({"tool_calls": [{"name": "exec", "arguments": {"command": "uname", "args": ["-r"]}}]});
+    let other = serde_json::json!({"tool_calls": [{"name": "exec", "arguments": {"command": "uname", "args": ["-m"]}}]});
+    let server = scenario(
+        &serde_json::json!({"steps": [
+            uname, uname, uname, other,
+            {"content": "done\nTASK_STATUS: DONE"},
+            uname,
+            {"content": "done\nTASK_STATUS: DONE"}
+        ]})
+        .to_string(),
+    );
+    let p = TestProject::new("repeats");
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=guarded")
+        .write("01-a.md", "# A\nShow the kernel.\n")
+        .write("02-b.md", "# B\nShow the kernel again.\n");
+    let run = run_sysward(
+        &["run", "--root", p.dir.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    assert_eq!(run.status.code(), Some(0), "{}", describe(&run));
+    // What each model request's last message (the latest tool result) says.
+    let results: Vec<String> = server
+        .chat_requests()
+        .iter()
+        .map(|c| {
+            c.messages()
+                .last()
+                .map(sysward_scripted_model::message_text)
+                .unwrap_or_default()
+        })
+        .collect();
+    // The third identical call is refused; another command, and the same
+    // command in the next task, run.
+    assert!(results[3].contains("already ran 2 times"), "{}", results[3]);
+    assert!(!results[2].contains("already ran"), "{}", results[2]);
+    assert!(!results[4].contains("already ran") && !results[6].contains("already ran"));
+    let records = audit_records(&p);
+    let refused = records
+        .iter()
+        .filter(|r| r["event"]["decision"] == "refused (repeated)")
+        .count();
+    assert_eq!(refused, 1);
+}
