@@ -1,7 +1,9 @@
 //! Bounded capture of a command's stdout or stderr. The model gets all of an
-//! output up to 16 KiB, else the first 8 KiB and the last 4 KiB; the full output
-//! is saved under `.agent/tmp/` (up to a cap) where `read_file` can reach it.
-//! Memory stays bounded whatever the command prints.
+//! output up to 16 KiB, else the first 8 KiB, the lines of note from the
+//! middle (errors, failures, warnings: at most 40, with their line numbers)
+//! and the last 4 KiB; the full output is saved under `.agent/tmp/` (up to a
+//! cap) where `read_file` can reach it. Memory stays bounded whatever the
+//! command prints.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -13,6 +15,33 @@ pub const HEAD: usize = 8 << 10;
 pub const TAIL: usize = 4 << 10;
 /// Saved outputs stop growing here; the rest is counted and discarded.
 pub const SAVE_LIMIT: u64 = 256 << 20;
+/// Lines of note kept from the middle of a long output, and their length.
+const NOTABLE_MAX: usize = 40;
+const NOTABLE_LINE: usize = 300;
+
+/// Words that make a line worth showing from the middle of an output.
+const NOTABLE_WORDS: &[&str] = &[
+    "error",
+    "fail",
+    "fatal",
+    "panic",
+    "denied",
+    "refused",
+    "warn",
+    "critical",
+    "segfault",
+    "exception",
+    "traceback",
+    "killed",
+    "out of memory",
+    "cannot",
+    "unable",
+];
+
+fn notable(line: &str) -> bool {
+    let lower = line.to_ascii_lowercase();
+    NOTABLE_WORDS.iter().any(|w| lower.contains(w))
+}
 
 pub struct Capture {
     /// Up to FULL_LIMIT bytes, then only the first HEAD of them are kept.
@@ -23,6 +52,12 @@ pub struct Capture {
     save_path: PathBuf,
     saved: Option<File>,
     save_failed: Option<String>,
+    /// The line being read past the head (bounded), its number, and the
+    /// lines of note found so far (and how many more there were).
+    line: Vec<u8>,
+    line_no: u64,
+    notable: Vec<(u64, String)>,
+    notable_more: u64,
 }
 
 /// What the model is shown of one stream.
@@ -42,10 +77,43 @@ impl Capture {
             save_path,
             saved: None,
             save_failed: None,
+            line: Vec::new(),
+            line_no: 1,
+            notable: Vec::new(),
+            notable_more: 0,
+        }
+    }
+
+    /// Follows lines through `data` and keeps those of note.
+    fn scan(&mut self, data: &[u8]) {
+        for &b in data {
+            if b != b'\n' {
+                if self.line.len() < NOTABLE_LINE * 4 {
+                    self.line.push(b);
+                }
+                continue;
+            }
+            self.take_line();
+            self.line_no += 1;
+        }
+    }
+
+    fn take_line(&mut self) {
+        let text = String::from_utf8_lossy(&self.line).into_owned();
+        self.line.clear();
+        if !notable(&text) {
+            return;
+        }
+        if self.notable.len() < NOTABLE_MAX {
+            let cut: String = text.chars().take(NOTABLE_LINE).collect();
+            self.notable.push((self.line_no, cut));
+        } else {
+            self.notable_more += 1;
         }
     }
 
     pub fn push(&mut self, data: &[u8]) {
+        self.scan(data);
         let before = self.total;
         self.total += data.len() as u64;
         if self.total as usize <= FULL_LIMIT && self.saved.is_none() {
@@ -97,7 +165,10 @@ impl Capture {
         }
     }
 
-    pub fn finish(self) -> Captured {
+    pub fn finish(mut self) -> Captured {
+        if !self.line.is_empty() {
+            self.take_line();
+        }
         if self.total as usize <= FULL_LIMIT && self.saved.is_none() {
             return Captured {
                 text: String::from_utf8_lossy(&self.head).into_owned(),
@@ -122,12 +193,29 @@ impl Capture {
             (None, Some(e)) => note.push_str(&format!("; could not save the full output: {e}")),
             (None, None) => {}
         }
-        let text = format!(
-            "{}\n[… {} bytes omitted …]\n{}",
-            String::from_utf8_lossy(&self.head),
-            omitted,
-            String::from_utf8_lossy(&self.tail)
-        );
+        let head = String::from_utf8_lossy(&self.head);
+        let tail = String::from_utf8_lossy(&self.tail);
+        // Lines of note from the omitted middle (those in the head or the
+        // tail are shown there already).
+        let middle: Vec<String> = self
+            .notable
+            .iter()
+            .filter(|(_, l)| !head.contains(l.as_str()) && !tail.contains(l.as_str()))
+            .map(|(n, l)| format!("line {n}: {l}"))
+            .collect();
+        let text = if middle.is_empty() {
+            format!("{head}\n[… {omitted} bytes omitted …]\n{tail}")
+        } else {
+            let more = if self.notable_more > 0 {
+                format!(" (and {} more)", self.notable_more)
+            } else {
+                String::new()
+            };
+            format!(
+                "{head}\n[… {omitted} bytes omitted; lines of note among them{more}: …]\n{}\n[…]\n{tail}",
+                middle.join("\n")
+            )
+        };
         Captured {
             text,
             total: self.total,
@@ -160,10 +248,34 @@ mod tests {
         c.push(b"THE-END");
         let got = c.finish();
         assert_eq!(got.total, 200_007);
+        assert!(!got.text.contains("lines of note"));
         assert!(got.text.starts_with("abcdef"));
         assert!(got.text.ends_with("THE-END"));
         assert!(got.text.len() < HEAD + TAIL + 100);
         let saved = std::fs::read(got.saved.unwrap()).unwrap();
         assert_eq!(saved.len(), 200_007);
+    }
+
+    #[test]
+    fn an_error_in_the_middle_of_a_long_output_is_shown() {
+        let dir = std::env::temp_dir().join(format!("sysward-cap-mid-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut c = Capture::new(dir.join("mid"));
+        for i in 0..3000 {
+            c.push(format!("ok line {i}\n").as_bytes());
+            if i == 1500 {
+                c.push(b"ERROR: disk /dev/sdb1 failed to mount\n");
+            }
+        }
+        let got = c.finish();
+        assert!(
+            got.text
+                .contains("line 1502: ERROR: disk /dev/sdb1 failed to mount"),
+            "{}",
+            &got.text[8000..9000.min(got.text.len())]
+        );
+        assert!(got.text.len() < HEAD + TAIL + 2000);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
