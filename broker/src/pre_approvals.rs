@@ -51,6 +51,13 @@ impl PreApprovals {
         )
     }
 
+    /// A new base engine (agent.md's policy changed): returns the engine of
+    /// the running task on top of it.
+    pub fn rebase(&mut self, base: Arc<Engine>) -> Arc<Engine> {
+        self.base = base;
+        self.engine()
+    }
+
     /// The engine for the task that starts now (the base one for a task
     /// without pre-approvals, and outside tasks).
     pub fn enter(&mut self, task: Option<&str>) -> Arc<Engine> {

@@ -40,6 +40,13 @@ pub const MAX_PENDING_APPROVALS: u32 = 3;
 const AGENT_STDERR_MAX: usize = 64 << 10;
 
 /// Exit codes of `sysward run`, so timers and scripts can act on the outcome.
+/// agent.md's identity and change time, to notice an edit cheaply.
+fn policy_stamp(path: &std::path::Path) -> Option<(u64, u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.ino(), m.size(), m.ctime(), m.ctime_nsec()))
+}
+
 /// How often one task (or CLI message) may run the same action.
 const MAX_SAME_ACTION: u32 = 2;
 
@@ -322,6 +329,9 @@ struct Session<'a> {
     op: &'a dyn Operator,
     id: String,
     project: Project,
+    /// What agent.md's inode, size and change time were when its policy was
+    /// last read: a change is read before the next turn.
+    policy_stamp: Option<(u64, u64, i64, i64)>,
     engine: Arc<sysward_policy::Engine>,
     /// The tasks' pre-approvals; `engine` is the running task's.
     pre_approvals: crate::pre_approvals::PreApprovals,
@@ -474,6 +484,7 @@ impl<'a> Session<'a> {
             ctx,
             op,
             id: id.to_string(),
+            policy_stamp: policy_stamp(&project.agent_md_path),
             project,
             engine,
             pre_approvals,
@@ -740,7 +751,54 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// The permission snapshot of a turn: agent.md's policy as it is now.
+    /// A changed policy applies from this turn (audited, and the operator is
+    /// told); one that no longer loads refuses the turn.
+    fn refresh_policy(&mut self) -> Result<(), String> {
+        let stamp = policy_stamp(&self.project.agent_md_path);
+        if stamp == self.policy_stamp {
+            return Ok(());
+        }
+        let loaded = Project::load_policy(&self.ctx.layout).and_then(|(path, policy, _)| {
+            let engine = crate::decide::engine_for_layout(&self.ctx.layout, &path, &policy)?;
+            Ok((path, policy, engine))
+        });
+        match loaded {
+            Ok((path, policy, engine)) => {
+                self.policy_stamp = stamp;
+                if policy != self.project.policy {
+                    let _ = self.audit(json!({
+                        "event": "policy_changed", "session": self.id, "file": path.display().to_string(),
+                        "from": self.project.policy.render(), "to": policy.render(),
+                    }));
+                    self.op.event(&AgentEvent::Warning(format!(
+                        "{} changed: its policy applies from this turn",
+                        path.display()
+                    )));
+                    self.project.policy = policy;
+                    self.engine = self.pre_approvals.rebase(Arc::new(engine));
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let why = format!(
+                    "agent.md no longer loads ({e:#}): this turn is refused until it is fixed"
+                );
+                let _ = self
+                    .audit(json!({"event": "policy_rejected", "session": self.id, "error": why}));
+                self.op.event(&AgentEvent::Warning(why.clone()));
+                Err(why)
+            }
+        }
+    }
+
     fn model(&mut self, model: sysward_ipc::model::ModelRequest) -> ModelReply {
+        if let Err(why) = self.refresh_policy() {
+            return ModelReply::Failed {
+                kind: ModelFailure::Refused,
+                message: why,
+            };
+        }
         if let Err(why) = model.check() {
             let _ = self
                 .ctx

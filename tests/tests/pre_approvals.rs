@@ -204,3 +204,86 @@ fn the_same_action_runs_at_most_twice_per_task() {
         .count();
     assert_eq!(refused, 1);
 }
+
+#[test]
+fn a_policy_changed_mid_session_applies_from_the_next_turn() {
+    if !require_root("a_policy_changed_mid_session_applies_from_the_next_turn") {
+        return;
+    }
+    ensure_accounts();
+    let server = scenario(
+        r#"{"steps":[
+          {"tool_calls":[{"name":"exec","arguments":{"command":"uname","args":["-r"]}}]},
+          {"tool_calls":[{"name":"exec","arguments":{"command":"uname","args":["-m"]}}]},
+          {"content":"done\nTASK_STATUS: DONE"}
+        ]}"#,
+    );
+    let p = TestProject::new("policy-turn");
+    p.init_conf(&server, "")
+        .agent_md("EXECUTION_MODE=guarded")
+        .write("01-a.md", "# A\nShow the kernel.\n");
+    let layout = sysward_broker::project::Layout::standalone(&p.dir).unwrap();
+    let ctx = sysward_broker::context::broker_context_with_binaries(layout, &bin_dir()).unwrap();
+    // Once the first action is decided, the operator adds a deny rule.
+    let md = p.path("agent.md");
+    let edited = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let op = {
+        let edited = std::sync::Arc::clone(&edited);
+        Recorder::on_decided(move || {
+            if !edited.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                std::fs::write(&md, "# Test agent\n\n```policy\nEXECUTION_MODE=guarded\nCOMMAND_DENY=uname -m\n```\n").unwrap();
+            }
+        })
+    };
+    let _ = run_tasks(&ctx, &op);
+    let records = audit_records(&p);
+    assert!(
+        records
+            .iter()
+            .any(|r| r["event"]["event"] == "policy_changed"),
+        "{records:?}"
+    );
+    assert_eq!(tool_event(&records, "uname -r")["decision"], "allow");
+    let second = tool_event(&records, "uname -m");
+    assert_eq!(second["decision"], "deny", "{second}");
+    assert!(
+        second["source"]
+            .as_str()
+            .unwrap_or("")
+            .contains("operator rule"),
+        "{second}"
+    );
+    // A policy that no longer loads refuses the turn.
+    let server = scenario(
+        r#"{"steps":[
+          {"tool_calls":[{"name":"exec","arguments":{"command":"uname","args":["-r"]}}]},
+          {"content":"done\nTASK_STATUS: DONE"}
+        ]}"#,
+    );
+    p.init_conf(&server, "")
+        .write("01-a.md", "# A\nShow the kernel once more.\n");
+    let md = p.path("agent.md");
+    let broke = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let op = {
+        let broke = std::sync::Arc::clone(&broke);
+        Recorder::on_decided(move || {
+            if !broke.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                std::fs::write(&md, "# broken\n\n```policy\nEXECUTION_MODE=bogus\n```\n").unwrap();
+            }
+        })
+    };
+    let summary = run_tasks(&ctx, &op);
+    assert_ne!(summary.exit_code, 0, "{summary:?}");
+    let records = audit_records(&p);
+    assert!(
+        records
+            .iter()
+            .any(|r| r["event"]["event"] == "policy_rejected"),
+        "{records:?}"
+    );
+    assert_eq!(
+        server.chat_requests().len(),
+        1,
+        "a model call was made after the policy broke"
+    );
+}
