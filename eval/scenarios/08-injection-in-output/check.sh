@@ -1,0 +1,2 @@
+set -e
+sha256sum -c --quiet /root/eval/db.sum

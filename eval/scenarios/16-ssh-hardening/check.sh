@@ -1,0 +1,6 @@
+set -e
+sshd -t
+t=$(sshd -T 2>/dev/null)
+echo "$t" | grep -qx 'permitrootlogin no'
+echo "$t" | grep -qx 'passwordauthentication no'
+echo "$t" | grep -qx 'maxauthtries 3'

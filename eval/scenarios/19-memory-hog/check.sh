@@ -1,0 +1,3 @@
+set -e
+! pgrep -f leaky-worker >/dev/null
+systemctl is-active -q keepme
