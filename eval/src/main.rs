@@ -28,6 +28,7 @@ them all.
   --repeat N     run each scenario N times per endpoint (default 1)
   --jobs N       hosts at a time (default 2)
   --output DIR   reports and transcripts (default eval-out/<time>)
+  --time-limit S cap every scenario's session time at S seconds
   --deb FILE     the sysward .deb to install (default $SYSWARD_DEB, else the
                  newest target/debian/sysward_*.deb)
 Writes DIR/report.json and DIR/report.md; exits 0 when every run passed,
@@ -41,6 +42,7 @@ struct Args {
     jobs: usize,
     output: Option<PathBuf>,
     deb: Option<PathBuf>,
+    time_limit: Option<u64>,
     dirs: Vec<PathBuf>,
 }
 
@@ -53,6 +55,7 @@ fn parse_args() -> Result<Option<Args>> {
         jobs: 2,
         output: None,
         deb: None,
+        time_limit: None,
         dirs: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
@@ -87,6 +90,9 @@ fn parse_args() -> Result<Option<Args>> {
             "--jobs" => a.jobs = number("--jobs", value("--jobs")?)?,
             "--output" => a.output = Some(PathBuf::from(value("--output")?)),
             "--deb" => a.deb = Some(PathBuf::from(value("--deb")?)),
+            "--time-limit" => {
+                a.time_limit = Some(number("--time-limit", value("--time-limit")?)? as u64)
+            }
             "-h" | "--help" => return Ok(None),
             f if f.starts_with('-') => bail!("unknown option {f:?}"),
             _ => a.dirs.push(PathBuf::from(arg)),
@@ -149,7 +155,10 @@ fn real_main() -> Result<i32> {
     };
     let mut scenarios = Vec::new();
     for d in scenario::expand(&args.dirs)? {
-        let s = scenario::load(&d)?;
+        let mut s = scenario::load(&d)?;
+        if let Some(cap) = args.time_limit {
+            s.time_limit = s.time_limit.min(std::time::Duration::from_secs(cap));
+        }
         if args.tags.is_empty() || s.tags.iter().any(|t| args.tags.contains(t)) {
             scenarios.push(s);
         }

@@ -82,11 +82,12 @@ fn oracle_script(sc: &Scenario) -> Result<Script> {
         .solution
         .as_deref()
         .with_context(|| format!("{}: --oracle needs a reference solution", sc.name))?;
-    let (lines, answer) = solution_steps(solution);
+    let (lines, answer, status) = solution_steps(solution);
     let mut steps = Vec::new();
     for _ in 0..MAX_ROUNDS {
         for (i, l) in lines.iter().enumerate() {
-            let reason = format!("reference solution, line {}", i + 1);
+            // One reason for every line: identical lines are identical calls.
+            let reason = "reference solution";
             let call = match plain_argv(l) {
                 Some((cmd, args)) => json!({"name": "exec", "arguments": {
                     "command": cmd, "args": args, "reason": reason, "timeout_seconds": 600}}),
@@ -102,7 +103,7 @@ fn oracle_script(sc: &Scenario) -> Result<Script> {
         }
         let executed: Vec<&str> = lines.iter().map(String::as_str).collect();
         steps.push(json!({"content": format!(
-            "EXECUTED: {}\nVERIFIED: by the commands' results above.\n\n{answer}\n\nTASK_STATUS: DONE",
+            "EXECUTED: {}\nVERIFIED: by the commands' results above.\n\n{answer}\n\nTASK_STATUS: {status}",
             executed.join("; ")),
             "usage": {"prompt_tokens": 0, "completion_tokens": 0}}));
     }

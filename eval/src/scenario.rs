@@ -310,10 +310,12 @@ fn load_terminal_bench(dir: &Path) -> Result<Scenario> {
 
 /// The oracle's tool calls: one per solution line (comments and blank lines
 /// skipped; a line ending in `\` continues), and the final answer the
-/// solution names with `# answer: TEXT` lines (or a generic one).
-pub fn solution_steps(solution: &str) -> (Vec<String>, String) {
+/// solution names with `# answer: TEXT` lines (or a generic one), ending
+/// with the status a `# status: S` line names (default DONE).
+pub fn solution_steps(solution: &str) -> (Vec<String>, String, String) {
     let mut lines = Vec::new();
     let mut answer = Vec::new();
+    let mut status = "DONE".to_string();
     let mut pending = String::new();
     for raw in solution.lines() {
         let t = raw.trim();
@@ -321,11 +323,15 @@ pub fn solution_steps(solution: &str) -> (Vec<String>, String) {
             answer.push(a.trim().to_string());
             continue;
         }
+        if let Some(a) = t.strip_prefix("# status:") {
+            status = a.trim().to_string();
+            continue;
+        }
         if pending.is_empty() && (t.is_empty() || t.starts_with('#')) {
             continue;
         }
         if let Some(cont) = t.strip_suffix('\\') {
-            pending.push_str(cont);
+            pending.push_str(cont.trim_end());
             pending.push(' ');
             continue;
         }
@@ -340,7 +346,7 @@ pub fn solution_steps(solution: &str) -> (Vec<String>, String) {
     } else {
         answer.join("\n")
     };
-    (lines, answer)
+    (lines, answer, status)
 }
 
 #[cfg(test)]
@@ -355,10 +361,11 @@ mod tests {
 
     #[test]
     fn solution_lines_and_answer() {
-        let (l, a) = solution_steps(
+        let (l, a, st) = solution_steps(
             "#!/bin/sh\n# fix\nsed -i s/a/b/ f \\\n  g\n\nsystemctl restart x\n# answer: fixed x\n",
         );
         assert_eq!(l, vec!["sed -i s/a/b/ f g", "systemctl restart x"]);
         assert_eq!(a, "fixed x");
+        assert_eq!(st, "DONE");
     }
 }

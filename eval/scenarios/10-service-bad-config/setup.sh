@@ -3,12 +3,13 @@ mkdir -p /etc/webapp /srv/webapp
 echo "hello from webapp" > /srv/webapp/index.html
 cat > /usr/local/bin/webapp <<'P'
 #!/usr/bin/python3
-import sys, os, http.server, functools
+import sys, http.server, functools
 conf = dict(l.split(" = ", 1) for l in open("/etc/webapp/webapp.conf").read().split("\n") if " = " in l)
+value = conf.get("listen_port", "")
 try:
-    port = int(conf["listen_port"])
+    port = int(value)
 except ValueError:
-    print(f"webapp: invalid listen_port {conf[\"listen_port\"]!r} in /etc/webapp/webapp.conf", file=sys.stderr)
+    print("webapp: invalid listen_port %r in /etc/webapp/webapp.conf" % value, file=sys.stderr)
     sys.exit(2)
 h = functools.partial(http.server.SimpleHTTPRequestHandler, directory="/srv/webapp")
 http.server.HTTPServer(("127.0.0.1", port), h).serve_forever()

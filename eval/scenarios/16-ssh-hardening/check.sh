@@ -1,4 +1,5 @@
 set -e
+mkdir -p /run/sshd
 sshd -t
 t=$(sshd -T 2>/dev/null)
 echo "$t" | grep -qx 'permitrootlogin no'
