@@ -24,6 +24,8 @@ them all.
                  TOOL_CALLING=, CONTEXT_SIZE=, …); repeatable
   --oracle       replay each scenario's reference solution through a scripted
                  model (checks the scenario and the harness)
+  --null-model   a scripted model that does nothing and claims DONE: the
+                 negative control (a repair scenario must fail under it)
   --tags T,T     only scenarios with one of these tags
   --repeat N     run each scenario N times per endpoint (default 1)
   --jobs N       hosts at a time (default 2)
@@ -37,6 +39,7 @@ Writes DIR/report.json and DIR/report.md; exits 0 when every run passed,
 struct Args {
     models: Vec<PathBuf>,
     oracle: bool,
+    null: bool,
     tags: Vec<String>,
     repeat: usize,
     jobs: usize,
@@ -50,6 +53,7 @@ fn parse_args() -> Result<Option<Args>> {
     let mut a = Args {
         models: Vec::new(),
         oracle: false,
+        null: false,
         tags: Vec::new(),
         repeat: 1,
         jobs: 2,
@@ -79,6 +83,7 @@ fn parse_args() -> Result<Option<Args>> {
         match flag.as_str() {
             "--model" => a.models.push(PathBuf::from(value("--model")?)),
             "--oracle" => a.oracle = true,
+            "--null-model" => a.null = true,
             "--tags" => a.tags.extend(
                 value("--tags")?
                     .split(',')
@@ -101,8 +106,8 @@ fn parse_args() -> Result<Option<Args>> {
     if a.dirs.is_empty() {
         bail!("name at least one scenario directory");
     }
-    if a.models.is_empty() && !a.oracle {
-        bail!("name an endpoint with --model FILE, or use --oracle");
+    if a.models.is_empty() && !a.oracle && !a.null {
+        bail!("name an endpoint with --model FILE, or use --oracle or --null-model");
     }
     for t in &a.tags {
         if !scenario::TAGS.contains(&t.as_str()) {
@@ -169,6 +174,9 @@ fn real_main() -> Result<i32> {
     let mut endpoints = Vec::new();
     if args.oracle {
         endpoints.push(run::Endpoint::Oracle);
+    }
+    if args.null {
+        endpoints.push(run::Endpoint::Null);
     }
     for m in &args.models {
         endpoints.push(run::Endpoint::Model(run::Model::from_file(m)?));

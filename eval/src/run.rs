@@ -64,6 +64,9 @@ pub enum Endpoint {
     Model(Model),
     /// The scenario's reference solution replayed by a scripted model.
     Oracle,
+    /// A scripted model that does nothing and claims success: the negative
+    /// control (a check that passes here does not inspect the change).
+    Null,
 }
 
 impl Endpoint {
@@ -71,12 +74,24 @@ impl Endpoint {
         match self {
             Endpoint::Model(m) => m.label.clone(),
             Endpoint::Oracle => "oracle".into(),
+            Endpoint::Null => "null".into(),
         }
     }
 }
 
 /// The scripted model that replays a solution: one `shell` call per line,
 /// then the final answer, once per possible session.
+fn null_script() -> Result<Script> {
+    let script = json!({
+        "flavor": "vllm",
+        "model": "sysward-null",
+        "context_size": 32768,
+        "steps": [],
+        "exhausted": {"content": "EXECUTED: nothing.\nVERIFIED: nothing.\n\nAll good.\n\nTASK_STATUS: DONE"},
+    });
+    Script::from_str(&script.to_string()).map_err(|e| anyhow::anyhow!("null script: {e}"))
+}
+
 fn oracle_script(sc: &Scenario) -> Result<Script> {
     let solution = sc
         .solution
@@ -264,6 +279,9 @@ fn run_inner(
         Endpoint::Oracle => {
             Some(ScriptedServer::start(oracle_script(sc)?).context("start the scripted model")?)
         }
+        Endpoint::Null => {
+            Some(ScriptedServer::start(null_script()?).context("start the scripted model")?)
+        }
         Endpoint::Model(_) => None,
     };
     let t = Instant::now();
@@ -336,10 +354,10 @@ fn run_inner(
     let conf: Vec<(String, String)> = match (ep, &oracle) {
         (_, Some(server)) => vec![
             ("API_URL".into(), server.base_url()),
-            ("MODEL".into(), "sysward-oracle".into()),
+            ("MODEL".into(), format!("sysward-{}", ep.label())),
         ],
         (Endpoint::Model(m), None) => m.conf.clone(),
-        (Endpoint::Oracle, None) => bail!("no oracle server"),
+        (_, None) => bail!("no scripted server"),
     };
     let current = host
         .read("/etc/sysward/init.conf")

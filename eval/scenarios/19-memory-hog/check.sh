@@ -1,3 +1,3 @@
 set -e
-! pgrep -f leaky-worker >/dev/null
+if pgrep -f leaky-worker >/dev/null; then echo "check failed: pgrep -f leaky-worker >/dev/null succeeded"; exit 1; fi
 systemctl is-active -q keepme
