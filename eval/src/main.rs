@@ -3,6 +3,7 @@
 //! OpenAI-compatible model, or against a scripted replay of each scenario's
 //! reference solution (`--oracle`).
 
+mod netns;
 mod report;
 mod run;
 mod scenario;

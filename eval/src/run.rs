@@ -109,8 +109,7 @@ fn oracle_script(sc: &Scenario) -> Result<Script> {
                 None => json!({"name": "shell", "arguments": {
                     "command": l, "reason": reason, "timeout_seconds": 600}}),
             };
-            let mut step = json!({"tool_calls": [call],
-                "usage": {"prompt_tokens": 0, "completion_tokens": 0}});
+            let mut step = json!({"tool_calls": [call]});
             if i > 0 {
                 step["expect"] = json!({"role_of_last": "tool"});
             }
@@ -119,8 +118,7 @@ fn oracle_script(sc: &Scenario) -> Result<Script> {
         let executed: Vec<&str> = lines.iter().map(String::as_str).collect();
         steps.push(json!({"content": format!(
             "EXECUTED: {}\nVERIFIED: by the commands' results above.\n\n{answer}\n\nTASK_STATUS: {status}",
-            executed.join("; ")),
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0}}));
+            executed.join("; "))}));
     }
     let script = json!({
         "flavor": "vllm",
@@ -285,8 +283,14 @@ fn run_inner(
         Endpoint::Model(_) => None,
     };
     let t = Instant::now();
+    let nspawn_args = if sc.private_network {
+        vec!["--private-network".to_string()]
+    } else {
+        Vec::new()
+    };
     let host = Host::try_start(Options {
         boot: true,
+        nspawn_args,
         ..Options::default()
     })
     .context("boot a host")?;
@@ -358,6 +362,42 @@ fn run_inner(
         ],
         (Endpoint::Model(m), None) => m.conf.clone(),
         (_, None) => bail!("no scripted server"),
+    };
+    // A host with its own network reaches the endpoint through a forwarder.
+    let _forwarder = if sc.private_network {
+        let url = conf
+            .iter()
+            .find(|(k, _)| k == "API_URL")
+            .map(|(_, v)| v.clone())
+            .context("no API_URL")?;
+        let (name, port) = crate::netns::host_port(&url)?;
+        let f = crate::netns::forward(host.pid1(), &name, port)?;
+        match name.parse::<std::net::IpAddr>() {
+            Ok(ip) if ip.is_loopback() => {}
+            Ok(ip) => {
+                sh(
+                    &host,
+                    &format!("ip addr add {ip} dev lo"),
+                    Duration::from_secs(30),
+                )?;
+            }
+            Err(_) => {
+                if !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+                {
+                    bail!("API_URL host {name:?} is not a plain host name");
+                }
+                sh(
+                    &host,
+                    &format!("echo '127.0.0.1 {name}' >> /etc/hosts"),
+                    Duration::from_secs(30),
+                )?;
+            }
+        }
+        Some(f)
+    } else {
+        None
     };
     let current = host
         .read("/etc/sysward/init.conf")
@@ -486,7 +526,7 @@ fn run_inner(
     let t = Instant::now();
     host.try_write("/root/eval/answer.txt", &tally.answer, 0o600)?;
     let env = format!(
-        "EVAL_ACTIONS={} EVAL_APPROVALS_ASKED={} EVAL_DENIALS={} EVAL_STATUS={}",
+        "EVAL_ANSWER_FILE=/root/eval/answer.txt EVAL_ACTIONS={} EVAL_APPROVALS_ASKED={} EVAL_DENIALS={} EVAL_STATUS={}",
         tally.actions,
         tally.approvals_asked,
         tally.denials + tally.denied_by_rule,

@@ -75,6 +75,9 @@ pub struct Scenario {
     pub packages: Vec<String>,
     /// "native" or "terminal-bench".
     pub format: &'static str,
+    /// The host gets its own network namespace (`network=private`): for
+    /// firewall and net.* sysctl work, which must not reach this machine.
+    pub private_network: bool,
 }
 
 fn read(dir: &Path, name: &str) -> Result<String> {
@@ -161,6 +164,7 @@ fn load_native(dir: &Path) -> Result<Scenario> {
     let mut approve = Vec::new();
     let mut description = String::new();
     let mut packages = Vec::new();
+    let mut private_network = false;
     for (n, line) in conf.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -182,6 +186,13 @@ fn load_native(dir: &Path) -> Result<Scenario> {
             "approve" => approve.push(v.to_string()),
             "description" => description = v.to_string(),
             "packages" => packages.extend(v.split_whitespace().map(str::to_string)),
+            "network" => {
+                private_network = match v {
+                    "private" => true,
+                    "shared" => false,
+                    other => bail!("{origin}: network={other:?}: private or shared"),
+                }
+            }
             other => bail!("{origin}:{}: unknown key {other:?}", n + 1),
         }
     }
@@ -210,6 +221,7 @@ fn load_native(dir: &Path) -> Result<Scenario> {
         approvals,
         packages,
         format: "native",
+        private_network,
     })
 }
 
@@ -305,6 +317,7 @@ fn load_terminal_bench(dir: &Path) -> Result<Scenario> {
         approvals: Approvals::ApproveAll,
         packages,
         format: "terminal-bench",
+        private_network: false,
     })
 }
 
