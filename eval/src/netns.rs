@@ -16,13 +16,11 @@ use std::time::Duration;
 /// A running forwarder; dropping it stops accepting.
 pub struct Forwarder {
     stop: Arc<AtomicBool>,
-    port: u16,
 }
 
 impl Drop for Forwarder {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        let _ = self.port;
     }
 }
 
@@ -59,7 +57,8 @@ fn listen_in(pid: u32, port: u16) -> Result<TcpListener> {
         if rc != 0 {
             bail!("setns: {}", std::io::Error::last_os_error());
         }
-        TcpListener::bind(("127.0.0.1", port)).with_context(|| format!("bind 127.0.0.1:{port} in the host"))
+        TcpListener::bind(("127.0.0.1", port))
+            .with_context(|| format!("bind 127.0.0.1:{port} in the host"))
     })
     .join()
     .map_err(|_| anyhow::anyhow!("the namespace thread panicked"))?
@@ -100,10 +99,11 @@ pub fn forward(pid: u32, target: &str, port: u16) -> Result<Forwarder> {
             }
         }
     });
-    Ok(Forwarder { stop, port })
+    Ok(Forwarder { stop })
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::host_port;
 

@@ -268,9 +268,9 @@ fn load_terminal_bench(dir: &Path) -> Result<Scenario> {
             let mut out = String::new();
             let mut inside = false;
             for l in y.lines() {
-                if l.starts_with("instruction:") {
+                if let Some(rest) = l.strip_prefix("instruction:") {
                     inside = true;
-                    let rest = l["instruction:".len()..].trim();
+                    let rest = rest.trim();
                     if !rest.is_empty() && rest != "|" && rest != ">" {
                         out.push_str(rest.trim_matches('"'));
                         out.push('\n');
@@ -363,6 +363,7 @@ pub fn solution_steps(solution: &str) -> (Vec<String>, String, String) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -181,7 +181,10 @@ impl Drop for RealModel {
     fn drop(&mut self) {
         let _ = Command::new("bash")
             .args([
-                &repo().join("scripts/real-model/serve.sh").display().to_string(),
+                &repo()
+                    .join("scripts/real-model/serve.sh")
+                    .display()
+                    .to_string(),
                 "stop",
                 &self.0.to_string(),
             ])
@@ -209,7 +212,10 @@ fn a_smoke_run_against_the_real_small_model_ends_cleanly_and_is_reported() {
         .port();
     let up = Command::new("bash")
         .args([
-            &repo().join("scripts/real-model/serve.sh").display().to_string(),
+            &repo()
+                .join("scripts/real-model/serve.sh")
+                .display()
+                .to_string(),
             "start",
             &port.to_string(),
             "functions",
@@ -266,7 +272,10 @@ fn a_smoke_run_against_the_real_small_model_ends_cleanly_and_is_reported() {
         // session against the model, the check ran.
         assert!(r["error"].is_null(), "infrastructure error: {r:#}");
         assert!(r["sessions"].as_u64().unwrap() >= 1, "{r:#}");
-        assert!(r["check_exit"].is_number() || r["timed_out"] == true, "{r:#}");
+        assert!(
+            r["check_exit"].is_number() || r["timed_out"] == true,
+            "{r:#}"
+        );
         assert!(r["wall_s"].as_f64().unwrap() < 600.0, "{r:#}");
     }
     assert!(report["models"][0]["model"] == "SmolLM2-135M-Instruct");
