@@ -3,6 +3,7 @@
 //! OpenAI-compatible model, or against a scripted replay of each scenario's
 //! reference solution (`--oracle`).
 
+mod baseline;
 mod netns;
 mod report;
 mod run;
@@ -25,6 +26,8 @@ them all.
                  TOOL_CALLING=, CONTEXT_SIZE=, …); repeatable
   --oracle       replay each scenario's reference solution through a scripted
                  model (checks the scenario and the harness)
+  --baseline FILE  the plain-loop baseline (no sysward: model → bash as
+                 root → model) with that endpoint (plain http only); repeatable
   --null-model   a scripted model that does nothing and claims DONE: the
                  negative control (a repair scenario must fail under it)
   --tags T,T     only scenarios with one of these tags
@@ -39,6 +42,7 @@ Writes DIR/report.json and DIR/report.md; exits 0 when every run passed,
 
 struct Args {
     models: Vec<PathBuf>,
+    baselines: Vec<PathBuf>,
     oracle: bool,
     null: bool,
     tags: Vec<String>,
@@ -53,6 +57,7 @@ struct Args {
 fn parse_args() -> Result<Option<Args>> {
     let mut a = Args {
         models: Vec::new(),
+        baselines: Vec::new(),
         oracle: false,
         null: false,
         tags: Vec::new(),
@@ -84,6 +89,7 @@ fn parse_args() -> Result<Option<Args>> {
         match flag.as_str() {
             "--model" => a.models.push(PathBuf::from(value("--model")?)),
             "--oracle" => a.oracle = true,
+            "--baseline" => a.baselines.push(PathBuf::from(value("--baseline")?)),
             "--null-model" => a.null = true,
             "--tags" => a.tags.extend(
                 value("--tags")?
@@ -107,7 +113,7 @@ fn parse_args() -> Result<Option<Args>> {
     if a.dirs.is_empty() {
         bail!("name at least one scenario directory");
     }
-    if a.models.is_empty() && !a.oracle && !a.null {
+    if a.models.is_empty() && a.baselines.is_empty() && !a.oracle && !a.null {
         bail!("name an endpoint with --model FILE, or use --oracle or --null-model");
     }
     for t in &a.tags {
@@ -181,6 +187,9 @@ fn real_main() -> Result<i32> {
     }
     for m in &args.models {
         endpoints.push(run::Endpoint::Model(run::Model::from_file(m)?));
+    }
+    for m in &args.baselines {
+        endpoints.push(run::Endpoint::Baseline(run::Model::from_file(m)?));
     }
     let deb = find_deb(args.deb.clone())?;
     let output = args.output.clone().unwrap_or_else(|| {

@@ -67,6 +67,8 @@ pub enum Endpoint {
     /// A scripted model that does nothing and claims success: the negative
     /// control (a check that passes here does not inspect the change).
     Null,
+    /// The plain-loop baseline (no sysward) with this model.
+    Baseline(Model),
 }
 
 impl Endpoint {
@@ -75,6 +77,7 @@ impl Endpoint {
             Endpoint::Model(m) => m.label.clone(),
             Endpoint::Oracle => "oracle".into(),
             Endpoint::Null => "null".into(),
+            Endpoint::Baseline(m) => format!("baseline-{}", m.label),
         }
     }
 }
@@ -280,7 +283,7 @@ fn run_inner(
         Endpoint::Null => {
             Some(ScriptedServer::start(null_script()?).context("start the scripted model")?)
         }
-        Endpoint::Model(_) => None,
+        Endpoint::Model(_) | Endpoint::Baseline(_) => None,
     };
     let t = Instant::now();
     let nspawn_args = if sc.private_network {
@@ -354,13 +357,31 @@ fn run_inner(
     }
     timings.insert("setup".into(), secs(t));
 
+    if let Endpoint::Baseline(m) = ep {
+        let t = Instant::now();
+        let b = crate::baseline::run(&host, m, &sc.instruction, sc.time_limit)?;
+        timings.insert("session".into(), secs(t));
+        tally.steps = b.steps;
+        tally.actions = b.actions;
+        tally.tokens_in = b.tokens_in;
+        tally.tokens_out = b.tokens_out;
+        tally.answer = b.answer;
+        tally.timed_out = b.timed_out;
+        tally.statuses.push("plain-loop".into());
+        let lines: Vec<String> = b.transcript.iter().map(Value::to_string).collect();
+        fs::write(dir.join("session-1.jsonl"), lines.join("\n") + "\n")?;
+        // No sysward: no audit log for the checks that read one.
+        host.try_write("/root/eval/audit.jsonl", "", 0o600)?;
+        return finish(host, tally, dir, timings, oracle);
+    }
+
     // sysward's configuration, as an operator writes it.
     let conf: Vec<(String, String)> = match (ep, &oracle) {
         (_, Some(server)) => vec![
             ("API_URL".into(), server.base_url()),
             ("MODEL".into(), format!("sysward-{}", ep.label())),
         ],
-        (Endpoint::Model(m), None) => m.conf.clone(),
+        (Endpoint::Model(m) | Endpoint::Baseline(m), None) => m.conf.clone(),
         (_, None) => bail!("no scripted server"),
     };
     // A host with its own network reaches the endpoint through a forwarder.
@@ -523,6 +544,17 @@ fn run_inner(
         fs::write(dir.join("contexto.mem"), m)?;
     }
 
+    finish(host, tally, dir, timings, oracle)
+}
+
+/// The check, then the teardown.
+fn finish(
+    host: Host,
+    tally: &mut Tally,
+    dir: &Path,
+    timings: &mut serde_json::Map<String, Value>,
+    oracle: Option<Handle>,
+) -> Result<Option<i32>> {
     let t = Instant::now();
     host.try_write("/root/eval/answer.txt", &tally.answer, 0o600)?;
     let env = format!(
