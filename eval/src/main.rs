@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 const USAGE: &str =
-    "usage: sysward eval [--model FILE]... [--oracle] [--tags T,T] [--repeat N] [--jobs N]
+    "usage: sysward eval [--model FILE]... [--baseline FILE]... [--oracle] [--null-model]
+                    [--tags T,T] [--repeat N] [--jobs N] [--time-limit S]
                     [--output DIR] [--deb FILE] SCENARIO_DIR...
 
 Runs each scenario in a throwaway Debian host (systemd-nspawn over the cached
@@ -162,7 +163,8 @@ fn main() {
 
 fn real_main() -> Result<i32> {
     let Some(args) = parse_args()? else {
-        println!("{USAGE}");
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout(), "{USAGE}");
         return Ok(0);
     };
     let mut scenarios = Vec::new();
@@ -274,8 +276,12 @@ fn real_main() -> Result<i32> {
         serde_json::to_string_pretty(&json)?,
     )?;
     std::fs::write(output.join("report.md"), &md)?;
-    println!("{md}");
-    println!("report: {}", output.join("report.json").display());
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "{md}");
+        let _ = writeln!(out, "report: {}", output.join("report.json").display());
+    }
     let all = results.iter().all(|r| r["pass"] == true);
     Ok(if all && results.len() == total { 0 } else { 1 })
 }
