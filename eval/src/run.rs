@@ -454,26 +454,21 @@ fn run_inner(
             tally.timed_out = true;
             break;
         }
-        let l = host.try_run(&["sysward", "run", "--json", "--rerun"], left)?;
-        fs::write(
-            dir.join(format!("session-{}.jsonl", round + 1)),
-            &l.output.stdout,
-        )?;
-        fs::write(
-            dir.join(format!("session-{}.stderr", round + 1)),
-            &l.output.stderr,
-        )?;
-        let events: Vec<Value> = String::from_utf8_lossy(&l.output.stdout)
+        let jsonl = dir.join(format!("session-{}.jsonl", round + 1));
+        let stderr = dir.join(format!("session-{}.stderr", round + 1));
+        let (code, timed_out) = session(&host, &jsonl, &stderr, left)?;
+        let text = fs::read_to_string(&jsonl).unwrap_or_default();
+        let events: Vec<Value> = text
             .lines()
             .filter_map(|x| serde_json::from_str(x).ok())
             .collect();
         tally_session(tally, &events);
-        tally.exit_codes.push(l.output.status.code());
-        if l.timed_out {
+        tally.exit_codes.push(code);
+        if timed_out {
             tally.timed_out = true;
             break;
         }
-        if l.output.status.code() != Some(2) {
+        if code != Some(2) {
             break;
         }
         // BLOCKED: answer what waits for a person.
@@ -545,6 +540,47 @@ fn run_inner(
     }
 
     finish(host, tally, dir, timings, oracle)
+}
+
+/// One `sysward run --json --rerun` through the daemon, its output into
+/// files (a long transcript must not fill a pipe). At the time limit the
+/// client gets SIGTERM, which ends the session cleanly (the running action
+/// cancelled, the session's end audited), and is killed 20 s later.
+fn session(
+    host: &Host,
+    jsonl: &Path,
+    stderr: &Path,
+    limit: Duration,
+) -> Result<(Option<i32>, bool)> {
+    let mut child = host
+        .command(&["sysward", "run", "--json", "--rerun"])
+        .stdout(fs::File::create(jsonl)?)
+        .stderr(fs::File::create(stderr)?)
+        .spawn()
+        .context("start sysward run in the host")?;
+    let start = Instant::now();
+    let mut term_sent: Option<Instant> = None;
+    loop {
+        if let Some(st) = child.try_wait()? {
+            return Ok((st.code(), term_sent.is_some()));
+        }
+        match term_sent {
+            None if start.elapsed() > limit => {
+                let _ = host.try_run(
+                    &["pkill", "-TERM", "-f", "^sysward run --json"],
+                    Duration::from_secs(20),
+                );
+                term_sent = Some(Instant::now());
+            }
+            Some(t) if t.elapsed() > Duration::from_secs(20) => {
+                let _ = child.kill();
+                let st = child.wait()?;
+                return Ok((st.code(), true));
+            }
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// The check, then the teardown.
