@@ -113,7 +113,17 @@ pub fn run(host: &Host, m: &Model, task: &str, limit: Duration) -> Result<Outcom
             o.timed_out = true;
             break;
         }
-        let reply = chat(m, &messages, left)?;
+        // A model that fails or is too slow is the model's outcome, not the
+        // harness's: the loop ends and the check runs.
+        let reply = match chat(m, &messages, left) {
+            Ok(r) => r,
+            Err(e) => {
+                o.timed_out = Instant::now() >= deadline;
+                o.transcript
+                    .push(json!({"event": "model_error", "error": format!("{e:#}")}));
+                break;
+            }
+        };
         o.steps += 1;
         o.tokens_in += reply["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
         o.tokens_out += reply["usage"]["completion_tokens"].as_u64().unwrap_or(0);
