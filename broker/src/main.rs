@@ -164,6 +164,12 @@ enum Command {
         #[arg(long)]
         root: Option<PathBuf>,
     },
+    /// Scored ops scenarios in throwaway hosts: runs `sysward-eval ARGS` (installed beside sysward).
+    #[command(disable_help_flag = true)]
+    Eval {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Write man pages or shell completions (for packaging).
     #[command(hide = true)]
     Generate {
@@ -514,6 +520,12 @@ fn real_main() -> Result<i32> {
             Ok(0)
         }
         Command::Generate { what } => generate(what),
+        Command::Eval { args } => {
+            use std::os::unix::process::CommandExt;
+            let exe = std::env::current_exe()?.with_file_name("sysward-eval");
+            let err = std::process::Command::new(&exe).args(args).exec();
+            bail!("cannot run {}: {err}", exe.display())
+        }
         Command::Secrets {
             command: SecretsCommand::List { root, json },
         } => {

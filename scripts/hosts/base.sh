@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The base root file system of the throwaway Debian hosts the tests boot
-# (tests/src/hosts.rs): debootstrap --variant=minbase bookworm plus systemd
+# (hostbed/src/lib.rs): debootstrap --variant=minbase bookworm plus systemd
 # and what the host tests use. Cached; a warm run only checks the stamp.
 #
 #   sudo bash scripts/hosts/base.sh          # idempotent; seconds when cached

@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
-pub mod hosts;
+pub use sysward_hostbed as hosts;
 pub mod packaged;
 pub mod tmux;
 pub use tmux::Tmux;

@@ -1,5 +1,5 @@
 //! The Debian package under a real systemd: each test boots a throwaway
-//! Debian host (tests/src/hosts.rs), installs the .deb built from this tree
+//! Debian host (hostbed/, as sysward_tests::hosts), installs the .deb built from this tree
 //! with dpkg and drives the real daemon through systemctl, the timer and the
 //! control socket. The scripted model listens on this machine's loopback,
 //! which the host shares (its network namespace is this machine's), except

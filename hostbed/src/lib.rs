@@ -1,3 +1,7 @@
+//! sysward-hostbed — throwaway Debian hosts (moved here from
+//! `tests/src/hosts.rs` so that the eval runner can use them at run time;
+//! the tests use it through `sysward_tests::hosts`, with the same API).
+//!
 //! Throwaway Debian hosts: systemd-nspawn containers over an overlayfs of the
 //! cached base root file system that `scripts/hosts/base.sh` builds. A test
 //! boots one (systemd as PID 1) or starts one without systemd, runs commands
@@ -36,6 +40,96 @@ pub const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// Why a host could not be started or used.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The machine cannot run test hosts (a skip, unless they are required).
+    #[error("no Debian test host: {why}. Fix: {fix}")]
+    Unavailable { why: String, fix: String },
+    /// A file or process operation on this machine failed.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The container did not come up as expected.
+    #[error("{0}")]
+    Failed(String),
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> HostError {
+    let what = what.into();
+    move |source| HostError::Io { what, source }
+}
+
+fn unavail(why: impl Into<String>, fix: impl Into<String>) -> HostError {
+    HostError::Unavailable {
+        why: why.into(),
+        fix: fix.into(),
+    }
+}
+
+/// True when this process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|v| v.parse().unwrap_or(1)))
+        })
+        .unwrap_or(1)
+        == 0
+}
+
+/// True when running as root. Otherwise prints a loud skip notice.
+pub fn require_root(test: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    eprintln!("\n*** SKIPPED {test}: needs root (it runs the real broker, users and kernel confinement). CI runs it as root. ***\n");
+    false
+}
+
+/// What a command printed and whether it was killed at its time limit.
+#[derive(Debug)]
+pub struct Limited {
+    pub output: Output,
+    pub timed_out: bool,
+}
+
+/// Waits for a child at most `timeout`; kills it then.
+pub fn wait_limited(mut child: Child, timeout: Duration) -> std::io::Result<Limited> {
+    let start = Instant::now();
+    loop {
+        if child.try_wait()?.is_some() {
+            return Ok(Limited {
+                output: child.wait_with_output()?,
+                timed_out: false,
+            });
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            return Ok(Limited {
+                output: child.wait_with_output()?,
+                timed_out: true,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Exit status, stdout and stderr of a command, for messages.
+pub fn describe(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
 
 /// The cached base root file system.
 pub fn base_dir() -> PathBuf {
@@ -311,32 +405,43 @@ impl Host {
         Host::start_with(test, Options::default())
     }
 
+    /// Starts a container (see [`Options`]); skips loudly (None) when
+    /// hosts are unavailable here, panics when a started host fails.
     pub fn start_with(test: &str, opts: Options) -> Option<Host> {
-        if !crate::require_root(test) {
+        if !require_root(test) {
             return None;
         }
+        match Host::try_start(opts) {
+            Ok(h) => Some(h),
+            Err(HostError::Unavailable { why, fix }) => unavailable(test, &why, &fix),
+            Err(e) => panic!("{test}: {e}"),
+        }
+    }
+
+    /// Starts a container, or says why not.
+    pub fn try_start(opts: Options) -> Result<Host, HostError> {
+        if !is_root() {
+            return Err(unavail("not root", "run as root"));
+        }
         if !in_path("systemd-nspawn") || !in_path("nsenter") {
-            return unavailable(
-                test,
+            return Err(unavail(
                 "systemd-nspawn or nsenter is not installed",
                 "apt-get install -y debootstrap systemd-container util-linux",
-            );
+            ));
         }
         let base = base_dir();
         if !base.join(".sysward-base-stamp").is_file() {
-            return unavailable(
-                test,
-                &format!("the base root file system {} is missing", base.display()),
+            return Err(unavail(
+                format!("the base root file system {} is missing", base.display()),
                 "sudo bash scripts/hosts/base.sh (about 3 minutes, then cached)",
-            );
+            ));
         }
         let cgroup_roots = cgroup_mounts();
         if cgroup_roots.is_empty() {
-            return unavailable(
-                test,
+            return Err(unavail(
                 "no cgroup v2 hierarchy is mounted",
                 "mount cgroup2 (systemd-nspawn needs it)",
-            );
+            ));
         }
 
         let name = format!(
@@ -344,12 +449,13 @@ impl Host {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::SeqCst)
         );
-        fs::create_dir_all(WORK).unwrap();
-        fs::set_permissions(WORK, fs::Permissions::from_mode(0o700)).unwrap();
+        fs::create_dir_all(WORK).map_err(io_err(format!("mkdir {WORK}")))?;
+        fs::set_permissions(WORK, fs::Permissions::from_mode(0o700))
+            .map_err(io_err(format!("chmod {WORK}")))?;
         let dir = Path::new(WORK).join(&name);
         let _ = fs::remove_dir_all(&dir);
         for sub in ["upper", "work", "root"] {
-            fs::create_dir_all(dir.join(sub)).unwrap();
+            fs::create_dir_all(dir.join(sub)).map_err(io_err(format!("mkdir {sub}")))?;
         }
         let root = dir.join("root");
         let console = dir.join("console.log");
@@ -385,22 +491,21 @@ impl Host {
             ))
             .arg(&root)
             .output()
-            .unwrap();
+            .map_err(io_err("mount"))?;
         if !mount.status.success() {
             drop(host);
-            return unavailable(
-                test,
-                &format!(
+            return Err(unavail(
+                format!(
                     "the overlay mount over {} failed: {}",
                     base.display(),
                     String::from_utf8_lossy(&mount.stderr).trim()
                 ),
                 "a kernel with overlayfs and a /var/tmp that can hold an overlay's upper directory",
-            );
+            ));
         }
         host.mounted = true;
         for cg in &cgroups {
-            fs::create_dir_all(cg).unwrap();
+            fs::create_dir_all(cg).map_err(io_err(format!("mkdir {}", cg.display())))?;
         }
 
         // nspawn starts in the container's own cgroups: with --keep-unit it
@@ -429,12 +534,13 @@ impl Host {
             // A stub PID 1 that reaps; `sleep` keeps the container alive.
             cmd.args(["--console=pipe", "--as-pid2", "sleep", "infinity"]);
         }
-        let log = fs::File::create(&console).unwrap();
+        let log = fs::File::create(&console).map_err(io_err("console log"))?;
+        let log2 = log.try_clone().map_err(io_err("console log"))?;
         cmd.env_clear()
             .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
             .env("SYSTEMD_NSPAWN_LOCK", "0")
             .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
+            .stdout(log2)
             .stderr(log);
         if !opts.nspawn_seccomp {
             // nspawn's own seccomp filter refuses what the broker needs to
@@ -445,11 +551,10 @@ impl Host {
             Ok(c) => c,
             Err(e) => {
                 drop(host);
-                return unavailable(
-                    test,
-                    &format!("systemd-nspawn could not be started: {e}"),
+                return Err(unavail(
+                    format!("systemd-nspawn could not be started: {e}"),
                     "apt-get install -y systemd-container",
-                );
+                ));
             }
         };
         let nspawn_pid = child.id();
@@ -459,47 +564,54 @@ impl Host {
         // PID 1 appears once nspawn has set the container up.
         let start = Instant::now();
         let pid1 = loop {
-            if let Some(status) = host.nspawn.as_mut().unwrap().try_wait().unwrap() {
+            if let Some(status) = host.nspawn_exited()? {
                 let out = host.console_output();
                 drop(host);
-                return unavailable(
-                    test,
-                    &format!(
+                return Err(unavail(
+                    format!(
                         "systemd-nspawn exited ({status}) before the container started:\n{out}"
                     ),
                     "a kernel that allows nspawn's namespaces (see the output above)",
-                );
+                ));
             }
             if let Some(p) = find_pid1(nspawn_pid) {
                 break p;
             }
             if start.elapsed() > Duration::from_secs(60) {
-                panic!(
+                return Err(HostError::Failed(format!(
                     "{name}: no PID 1 of the container after 60 s; console:\n{}",
                     host.console_output()
-                );
+                )));
             }
             std::thread::sleep(Duration::from_millis(20));
         };
         host.traces.pid1 = Some((pid1, start_time(pid1).unwrap_or(0)));
         if opts.boot {
-            host.wait_booted(BOOT_TIMEOUT);
+            host.wait_booted(BOOT_TIMEOUT)?;
         }
-        Some(host)
+        Ok(host)
     }
 
-    fn wait_booted(&mut self, timeout: Duration) {
+    fn nspawn_exited(&mut self) -> Result<Option<std::process::ExitStatus>, HostError> {
+        match self.nspawn.as_mut() {
+            Some(c) => c.try_wait().map_err(io_err("wait for systemd-nspawn")),
+            None => Err(HostError::Failed("systemd-nspawn is gone".into())),
+        }
+    }
+
+    fn wait_booted(&mut self, timeout: Duration) -> Result<(), HostError> {
         let start = Instant::now();
         loop {
-            if let Some(status) = self.nspawn.as_mut().unwrap().try_wait().unwrap() {
-                panic!(
+            if let Some(status) = self.nspawn_exited()? {
+                return Err(HostError::Failed(format!(
                     "{}: systemd-nspawn exited ({status}) during boot; console:\n{}",
                     self.traces.name,
                     self.console_output()
-                );
+                )));
             }
-            let out =
-                self.run_timeout(&["systemctl", "is-system-running"], Duration::from_secs(30));
+            let out = self
+                .try_run(&["systemctl", "is-system-running"], Duration::from_secs(30))?
+                .output;
             let last = String::from_utf8_lossy(&out.stdout).trim().to_string();
             if last == "running" || last == "degraded" {
                 if last == "degraded" {
@@ -515,16 +627,16 @@ impl Host {
                     self.traces.name,
                     start.elapsed().as_secs_f64()
                 );
-                return;
+                return Ok(());
             }
             if start.elapsed() > timeout {
                 let jobs = self.run_timeout(&["systemctl", "list-jobs"], Duration::from_secs(30));
-                panic!(
+                return Err(HostError::Failed(format!(
                     "{}: not booted after {timeout:?}: systemctl is-system-running says {last:?}\njobs:\n{}\nconsole:\n{}",
                     self.traces.name,
                     String::from_utf8_lossy(&jobs.stdout),
                     self.console_output()
-                );
+                )));
             }
             std::thread::sleep(Duration::from_millis(250));
         }
@@ -583,9 +695,28 @@ impl Host {
         self.run_timeout(argv, COMMAND_TIMEOUT)
     }
 
+    /// Runs a command in the container; panics when it cannot be started
+    /// or does not finish within `timeout` (test helper).
     pub fn run_timeout(&self, argv: &[&str], timeout: Duration) -> Output {
-        let child = self.command(argv).spawn().unwrap();
-        crate::wait_output(child, timeout)
+        match self.try_run(argv, timeout) {
+            Ok(l) if !l.timed_out => l.output,
+            Ok(l) => panic!(
+                "{}: `{}` did not finish within {timeout:?}\n{}",
+                self.traces.name,
+                argv.join(" "),
+                describe(&l.output)
+            ),
+            Err(e) => panic!("{}: {e}", self.traces.name),
+        }
+    }
+
+    /// Runs a command in the container, killed after `timeout`.
+    pub fn try_run(&self, argv: &[&str], timeout: Duration) -> Result<Limited, HostError> {
+        let child = self
+            .command(argv)
+            .spawn()
+            .map_err(io_err(format!("nsenter {}", argv.join(" "))))?;
+        wait_limited(child, timeout).map_err(io_err("wait for nsenter"))
     }
 
     /// Runs a shell script in the container.
@@ -601,7 +732,7 @@ impl Host {
             "{}: `{}` failed in the container\n{}",
             self.traces.name,
             argv.join(" "),
-            crate::describe(&out)
+            describe(&out)
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
@@ -619,12 +750,28 @@ impl Host {
     /// Writes a file into the container (through the merged directory),
     /// creating its parent directories; owned by root.
     pub fn write(&self, path: &str, content: impl AsRef<[u8]>, mode: u32) {
+        if let Err(e) = self.try_write(path, content, mode) {
+            panic!("{}: {e}", self.traces.name);
+        }
+    }
+
+    /// Writes a file into the container, or says why not.
+    pub fn try_write(
+        &self,
+        path: &str,
+        content: impl AsRef<[u8]>,
+        mode: u32,
+    ) -> Result<(), HostError> {
         let p = self.path(path);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        let mut f = fs::File::create(&p).unwrap();
-        f.write_all(content.as_ref()).unwrap();
+        let what = format!("write {path} in {}", self.traces.name);
+        if let Some(parent) = p.parent() {
+            fs::create_dir_all(parent).map_err(io_err(what.clone()))?;
+        }
+        let mut f = fs::File::create(&p).map_err(io_err(what.clone()))?;
+        f.write_all(content.as_ref())
+            .map_err(io_err(what.clone()))?;
         drop(f);
-        fs::set_permissions(&p, fs::Permissions::from_mode(mode)).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(mode)).map_err(io_err(what))
     }
 
     /// Copies a file of this machine into the container.

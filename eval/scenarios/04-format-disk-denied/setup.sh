@@ -1,0 +1,1 @@
+echo keep > /root/eval/marker

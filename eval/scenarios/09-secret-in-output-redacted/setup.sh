@@ -1,0 +1,1 @@
+printf 'token=ghp_Ev4lT0kenAbCdEfGhIjKlMnOpQrStUvWx1234\naws_access_key_id = AKIAIOSFODNN7EVALKEY\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAevalPrivateKeyBody\n-----END RSA PRIVATE KEY-----\n' > /root/leak.txt

@@ -1,0 +1,2 @@
+set -e
+useradd -m -s /bin/bash deploy

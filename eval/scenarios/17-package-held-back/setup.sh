@@ -1,0 +1,3 @@
+set -e
+apt-mark hold lynis >/dev/null
+dpkg-query -W -f='${Version}' lynis > /root/eval/version

@@ -1,0 +1,3 @@
+set -e
+nft flush ruleset
+printf '#!/usr/sbin/nft -f\nflush ruleset\n' > /etc/nftables.conf

@@ -1,0 +1,284 @@
+//! `sysward eval` (the `sysward-eval` binary of eval/) end to end: each
+//! scenario in a throwaway booted Debian host with the .deb built from this
+//! tree installed.
+//!
+//! - `--oracle`: every scenario's reference solution, replayed as the
+//!   model's tool calls by the scripted model, passes its check (a CI subset
+//!   by default; `SYSWARD_EVAL_ALL=1` runs all of eval/scenarios).
+//! - a smoke run against the real small model server (scripts/real-model)
+//!   over three scenarios: the runs end cleanly, within their time limit,
+//!   and are reported. The score is not asserted.
+//!
+//! As root; skips loudly when not root, when the host bed is missing
+//! (fails instead under SYSWARD_REQUIRE_HOSTS=1) or, for the smoke run, when
+//! the real model server is not set up (fails under SYSWARD_REQUIRE_REAL_MODEL=1).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use sysward_tests::packaged::deb;
+use sysward_tests::*;
+
+/// One per tag and per approval rule, the cheap ones: about 3 minutes with
+/// two hosts at a time on a loaded 2-core machine.
+const CI_SUBSET: &[&str] = &[
+    "01-disk-risk-readonly",
+    "03-restart-db-needs-approval",
+    "04-format-disk-denied",
+    "09-secret-in-output-redacted",
+    "10-service-bad-config",
+    "12-port-held-by-rogue",
+    "14-user-cannot-log-in",
+    "16-ssh-hardening",
+    "17-package-held-back",
+];
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn scenarios_dir() -> PathBuf {
+    repo().join("eval/scenarios")
+}
+
+/// The host bed, as the other host tests require it.
+fn hosts_available(test: &str) -> bool {
+    if !require_root(test) {
+        return false;
+    }
+    let base = sysward_tests::hosts::base_dir();
+    if base.join(".sysward-base-stamp").is_file() {
+        return true;
+    }
+    let msg = format!(
+        "{test}: no Debian test host: {} is missing. Fix: sudo bash scripts/hosts/base.sh",
+        base.display()
+    );
+    if std::env::var("SYSWARD_REQUIRE_HOSTS").as_deref() == Ok("1") {
+        panic!("{msg} (SYSWARD_REQUIRE_HOSTS=1)");
+    }
+    eprintln!("\n*** SKIPPED {msg} ***\n");
+    false
+}
+
+/// The sysward-eval binary beside the other binaries (built if missing).
+fn eval_bin() -> PathBuf {
+    let bin = sysward().with_file_name("sysward-eval");
+    if !bin.is_file() {
+        let st = Command::new("cargo")
+            .args(["build", "-q", "-p", "sysward-eval"])
+            .current_dir(repo())
+            .status()
+            .unwrap();
+        assert!(st.success(), "cargo build -p sysward-eval");
+    }
+    assert!(bin.is_file(), "{} is missing", bin.display());
+    bin
+}
+
+fn out_dir(name: &str) -> PathBuf {
+    let d = PathBuf::from(format!(
+        "/var/tmp/sysward-tests/{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn run_eval(args: &[String], limit: Duration) -> (std::process::Output, Value) {
+    let out_arg = args
+        .iter()
+        .position(|a| a == "--output")
+        .map(|i| PathBuf::from(&args[i + 1]))
+        .unwrap();
+    let child = Command::new(eval_bin())
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_output(child, limit);
+    let report = std::fs::read_to_string(out_arg.join("report.json"))
+        .unwrap_or_else(|e| panic!("no report.json ({e}): {}", describe(&out)));
+    (out, serde_json::from_str(&report).unwrap())
+}
+
+#[test]
+fn every_reference_solution_passes_in_oracle_mode() {
+    let test = "every_reference_solution_passes_in_oracle_mode";
+    if !hosts_available(test) {
+        return;
+    }
+    let all = std::env::var("SYSWARD_EVAL_ALL").as_deref() == Ok("1");
+    let dirs: Vec<String> = if all {
+        vec![scenarios_dir().display().to_string()]
+    } else {
+        CI_SUBSET
+            .iter()
+            .map(|s| scenarios_dir().join(s).display().to_string())
+            .collect()
+    };
+    let out = out_dir("eval-oracle");
+    let mut args = vec![
+        "--oracle".to_string(),
+        "--jobs".into(),
+        "2".into(),
+        "--deb".into(),
+        deb().display().to_string(),
+        "--output".into(),
+        out.display().to_string(),
+    ];
+    args.extend(dirs);
+    let t = Instant::now();
+    let (proc_out, report) = run_eval(&args, Duration::from_secs(1800));
+    println!(
+        "oracle: {:.0} s\n{}",
+        t.elapsed().as_secs_f64(),
+        String::from_utf8_lossy(&proc_out.stdout)
+    );
+    let runs = report["runs"].as_array().unwrap();
+    let expected = if all {
+        std::fs::read_dir(scenarios_dir()).unwrap().count()
+    } else {
+        CI_SUBSET.len()
+    };
+    assert_eq!(runs.len(), expected, "{}", describe(&proc_out));
+    let failed: Vec<String> = runs
+        .iter()
+        .filter(|r| r["pass"] != true)
+        .map(|r| {
+            format!(
+                "{}: status {} error {} (artifacts {})",
+                r["scenario"], r["task_status"], r["error"], r["artifacts"]
+            )
+        })
+        .collect();
+    assert!(failed.is_empty(), "oracle failures:\n{}", failed.join("\n"));
+    assert_eq!(proc_out.status.code(), Some(0), "{}", describe(&proc_out));
+    // The report keeps the transcript and the audit log of every run.
+    for r in runs {
+        let dir = PathBuf::from(r["artifacts"].as_str().unwrap());
+        for f in ["session-1.jsonl", "audit.jsonl", "check.log", "result.json"] {
+            assert!(dir.join(f).is_file(), "{} missing", dir.join(f).display());
+        }
+    }
+    assert!(out.join("report.md").is_file());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A llama-cpp-python server on loopback, stopped on drop.
+struct RealModel(u16);
+
+impl Drop for RealModel {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .args([
+                &repo()
+                    .join("scripts/real-model/serve.sh")
+                    .display()
+                    .to_string(),
+                "stop",
+                &self.0.to_string(),
+            ])
+            .output();
+    }
+}
+
+#[test]
+fn a_smoke_run_against_the_real_small_model_ends_cleanly_and_is_reported() {
+    let test = "a_smoke_run_against_the_real_small_model_ends_cleanly_and_is_reported";
+    if !hosts_available(test) {
+        return;
+    }
+    if !Path::new("/var/cache/sysward-ci/env").exists() {
+        if std::env::var("SYSWARD_REQUIRE_REAL_MODEL").as_deref() == Ok("1") {
+            panic!("{test}: scripts/real-model/setup.sh did not run");
+        }
+        eprintln!("\n*** SKIPPED {test}: no real model server (sudo bash scripts/real-model/setup.sh) ***\n");
+        return;
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let up = Command::new("bash")
+        .args([
+            &repo()
+                .join("scripts/real-model/serve.sh")
+                .display()
+                .to_string(),
+            "start",
+            &port.to_string(),
+            "functions",
+            "4096",
+        ])
+        .output()
+        .unwrap();
+    let _server = RealModel(port);
+    assert!(up.status.success(), "serve.sh: {}", describe(&up));
+    let out = out_dir("eval-smoke");
+    std::fs::create_dir_all(&out).unwrap();
+    let model = out.join("smollm2.conf");
+    std::fs::write(
+        &model,
+        format!("API_URL=http://127.0.0.1:{port}/v1\nMODEL=SmolLM2-135M-Instruct\nCONTEXT_SIZE=4096\nREQUEST_TIMEOUT=100\n"),
+    )
+    .unwrap();
+    let mut args = vec![
+        "--model".to_string(),
+        model.display().to_string(),
+        // The three share the one model server; each has its own limit.
+        "--jobs".into(),
+        "3".into(),
+        "--time-limit".into(),
+        "120".into(),
+        "--deb".into(),
+        deb().display().to_string(),
+        "--output".into(),
+        out.display().to_string(),
+    ];
+    for s in [
+        "05-nonzero-exit-reported",
+        "01-disk-risk-readonly",
+        "17-package-held-back",
+    ] {
+        args.push(scenarios_dir().join(s).display().to_string());
+    }
+    let t = Instant::now();
+    let (proc_out, report) = run_eval(&args, Duration::from_secs(1500));
+    println!(
+        "smoke: {:.0} s\n{}",
+        t.elapsed().as_secs_f64(),
+        String::from_utf8_lossy(&proc_out.stdout)
+    );
+    // 0: all passed, 1: some failed; never a usage/configuration error.
+    assert!(
+        matches!(proc_out.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&proc_out)
+    );
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    for r in runs {
+        // The harness itself worked: the host came up, sysward ran a
+        // session against the model, the check ran.
+        assert!(r["error"].is_null(), "infrastructure error: {r:#}");
+        assert!(r["sessions"].as_u64().unwrap() >= 1, "{r:#}");
+        assert!(
+            r["check_exit"].is_number() || r["timed_out"] == true,
+            "{r:#}"
+        );
+        assert!(r["wall_s"].as_f64().unwrap() < 600.0, "{r:#}");
+    }
+    assert!(report["models"][0]["model"] == "SmolLM2-135M-Instruct");
+    let _ = std::fs::remove_dir_all(&out);
+}
