@@ -231,8 +231,10 @@ fn unescape_mount_path(s: &str) -> PathBuf {
 /// A port of this machine's loopback that nothing listens on now (the
 /// kernel's choice for a bind to port 0, released at once).
 pub fn free_loopback_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+    match std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()) {
+        Ok(a) => a.port(),
+        Err(e) => panic!("cannot bind a port on this machine's loopback: {e}"),
+    }
 }
 
 /// Start time of a process (field 22 of its stat), to tell it from a later
