@@ -11,6 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
+pub mod hardening;
 pub mod hosts;
 pub mod packaged;
 pub mod tmux;
