@@ -473,6 +473,16 @@ pub fn verifications(server: &Handle) -> Vec<String> {
         .collect()
 }
 
+/// The first verification output of `task` (its `CHECK <task>` line).
+pub fn verification_of(checks: &[String], task: &str) -> String {
+    let line = format!("CHECK {task}");
+    checks
+        .iter()
+        .find(|c| c.lines().any(|l| l.trim() == line))
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// One measure: its id, state, detail.
 pub fn measures(text: &str) -> Vec<(String, String, String)> {
     text.lines()

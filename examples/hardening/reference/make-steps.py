@@ -39,7 +39,7 @@ def guard(script):
 ADMINS = r'''
 admins() {
   getent passwd | awk -F: '$3 >= 1000 && $3 < 60000 && $7 !~ /nologin$/ && $7 !~ /false$/ && $7 != "" {print $1, $6}' | while read -r u home; do
-    id -nG "$u" | tr ' ' '\n' | grep -qx sudo || continue
+    id -nG "$u" | grep -qw sudo || continue
     f="$home/.ssh/authorized_keys"
     [ -s "$f" ] && ssh-keygen -l -f "$f" >/dev/null 2>&1 && echo "$u"
   done
@@ -48,6 +48,7 @@ admins() {
 
 # Verification helpers: one MEASURE line per measure, one RESULT line.
 VERIFY = r'''
+echo "CHECK __TASK__"
 fail=0; blocked=0
 m() { echo "MEASURE $1 $2 $3"; case "$2" in FAILED) fail=1 ;; BLOCKED) blocked=1 ;; esac; }
 result() {
@@ -94,7 +95,7 @@ v=$(sshd -T 2>&1) || { m ssh:config FAILED "sshd -T: $v"; result; exit 0; }
 for kv in ''' + " ".join(f'"{k}"' for k in SSH_EXPECT) + r'''; do
   if printf '%s\n' "$v" | grep -qix "$kv"; then m "ssh:${kv%% *}" DONE "$kv"; else m "ssh:${kv%% *}" FAILED "wanted $kv, effective: $(printf '%s\n' "$v" | grep -i "^${kv%% *} ")"; fi
 done
-a=$(admins | tr '\n' ' ')
+a=$(echo $(admins))
 if [ -f /etc/ssh/sshd_config.d/01-sysward-keys-only.conf ]; then
   for kv in ''' + " ".join(f'"{k}"' for k in KEYS_EXPECT) + r'''; do
     if printf '%s\n' "$v" | grep -qix "$kv"; then m "ssh:${kv%% *}" DONE "$kv (key holders: $a)"; else m "ssh:${kv%% *}" FAILED "wanted $kv"; fi
@@ -109,7 +110,7 @@ for k in /etc/ssh/ssh_host_*_key; do
   p=$(stat -c %a "$k"); if [ "$p" = 600 ]; then m "ssh:hostkey:${k##*/}" DONE "mode 600"; else m "ssh:hostkey:${k##*/}" FAILED "mode $p"; fi
 done
 p=$(stat -c %a /etc/ssh/sshd_config); [ "$p" = 600 ] && m ssh:sshd_config-mode DONE "mode 600" || m ssh:sshd_config-mode FAILED "mode $p"
-if systemctl is-active --quiet ssh; then m ssh:service DONE "active, listening: $(ss -Htln | awk '{print $4}' | tr '\n' ' ')"; else m ssh:service NOT-APPLICABLE "ssh.service is not running: the settings apply when it starts"; fi
+if systemctl is-active --quiet ssh; then m ssh:service DONE "active, listening: $(echo $(ss -Htln | awk '{print $4}'))"; else m ssh:service NOT-APPLICABLE "ssh.service is not running: the settings apply when it starts"; fi
 echo "UNDO: rm /etc/ssh/sshd_config.d/00-sysward-hardening.conf /etc/ssh/sshd_config.d/01-sysward-keys-only.conf && sshd -t && systemctl reload ssh; chmod 644 /etc/ssh/sshd_config"
 result
 '''
@@ -147,7 +148,7 @@ systemctl is-active ssh || true
         wf("/etc/ssh/sshd_config.d/01-sysward-keys-only.conf", SSH_KEYS_ONLY,
            validate=guard(ADMINS + r'''
 sshd -t -f "$1" || exit 1
-a=$(admins | tr '\n' ' ')
+a=$(echo $(admins))
 if [ -z "$a" ]; then
   echo "BLOCKED: no account other than root (uid >= 1000, in group sudo, a login shell) has a valid key in ~/.ssh/authorized_keys, so password login stays on. Add a key for an administrator, check that it logs in, and run this task again."
   exit 1
@@ -285,7 +286,7 @@ SYSCTL_FILE = "# Managed by sysward (examples/hardening/20-sysctl.md). Undo: rem
 sysctl_verify = VERIFY + r'''
 while read -r k _ want; do
   case "$k" in ""|\#*) continue ;; esac
-  p=/proc/sys/$(printf '%s' "$k" | tr . /)
+  p=/proc/sys/$(printf '%s' "$k" | sed 's#[.]#/#g')
   if [ ! -e "$p" ]; then m "sysctl:$k" NOT-APPLICABLE "this kernel has no $k"; continue; fi
   got=$(sysctl -n "$k" 2>/dev/null)
   if [ "$got" = "$want" ]; then m "sysctl:$k" DONE "$got"
@@ -319,7 +320,7 @@ MODPROBE = ("# Managed by sysward (examples/hardening/22-modules.md): uncommon n
 mod_verify = VERIFY + r'''
 for x in ''' + " ".join(MODPROBE_ITEMS) + r'''; do
   if grep -qx "install $x /bin/true" /etc/modprobe.d/90-sysward-hardening.conf; then
-    if [ -r /proc/modules ] && grep -q "^$(printf '%s' "$x" | tr - _) " /proc/modules; then m "module:$x" FAILED "configured off but loaded now (unload it or reboot)"; else m "module:$x" DONE "never loaded"; fi
+    if [ -r /proc/modules ] && grep -q "^$(printf '%s' "$x" | sed 's/-/_/g') " /proc/modules; then m "module:$x" FAILED "configured off but loaded now (unload it or reboot)"; else m "module:$x" DONE "never loaded"; fi
   else m "module:$x" FAILED "not in the file"; fi
 done
 echo "UNDO: rm /etc/modprobe.d/90-sysward-hardening.conf"
@@ -398,20 +399,20 @@ Unattended-Upgrade::Automatic-Reboot "false";
 """
 upd_verify = VERIFY + r'''
 grep -rqsE 'debian-security|security\.debian\.org' /etc/apt/sources.list /etc/apt/sources.list.d/ && m apt:security-source DONE "the security pocket is a source" || m apt:security-source FAILED "no security source"
-for p in unattended-upgrades apt-listchanges needrestart debsums apt-show-versions; do
+for p in unattended-upgrades needrestart debsums apt-show-versions; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' && m "pkg:$p" DONE installed || m "pkg:$p" FAILED "not installed"
 done
 c=$(apt-config dump)
 printf '%s\n' "$c" | grep -q 'APT::Periodic::Unattended-Upgrade "1"' && m apt:periodic DONE "daily unattended-upgrade" || m apt:periodic FAILED "APT::Periodic::Unattended-Upgrade is not 1"
 printf '%s\n' "$c" | grep -q 'Unattended-Upgrade::Automatic-Reboot "false"' && m apt:no-reboot DONE "never reboots" || m apt:no-reboot FAILED "Automatic-Reboot is not false"
 systemctl is-enabled apt-daily-upgrade.timer >/dev/null 2>&1 && m apt:timer DONE enabled || m apt:timer NOT-APPLICABLE "apt-daily-upgrade.timer is $(systemctl is-enabled apt-daily-upgrade.timer 2>&1) (masked by this test bed)"
-echo "UNDO: rm /etc/apt/apt.conf.d/20auto-upgrades /etc/apt/apt.conf.d/52sysward-unattended-upgrades /etc/apt/sources.list.d/sysward-debian-security.sources; apt-get purge unattended-upgrades apt-listchanges needrestart debsums apt-show-versions"
+echo "UNDO: rm /etc/apt/apt.conf.d/20auto-upgrades /etc/apt/apt.conf.d/52sysward-unattended-upgrades /etc/apt/sources.list.d/sysward-debian-security.sources; apt-get purge unattended-upgrades needrestart debsums apt-show-versions"
 result
 '''
 tasks.append({
     "task": "30-security-updates.md",
     "steps": [
-        sh("grep -rhsE '^[^#]*(deb|URIs|Suites)' /etc/apt/sources.list /etc/apt/sources.list.d/ || true\ndpkg-query -W -f='${Package} ${Status}\\n' unattended-upgrades apt-listchanges needrestart debsums apt-show-versions 2>&1"),
+        sh("grep -rhsE '^[^#]*(deb|URIs|Suites)' /etc/apt/sources.list /etc/apt/sources.list.d/ || true\ndpkg-query -W -f='${Package} ${Status}\\n' unattended-upgrades needrestart debsums apt-show-versions 2>&1"),
         wf("/etc/apt/sources.list.d/sysward-debian-security.sources", SECURITY_SOURCES, validate=guard(r'''
 if grep -rlsE 'debian-security|security\.debian\.org' /etc/apt/sources.list /etc/apt/sources.list.d/ | grep -v 'sysward-debian-security'; then
   echo "REFUSED: a security source is configured already (above): not adding a second one"; exit 1
@@ -419,7 +420,7 @@ fi
 grep -q '^VERSION_CODENAME=bookworm$' /etc/os-release || { echo "REFUSED: not Debian 12 (bookworm): name this release's security suite instead"; exit 1; }
 ''')),
         exe("apt-get", "update", "-q", timeout=600),
-        exe("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q", "--no-install-recommends", "unattended-upgrades", "apt-listchanges", "needrestart", "debsums", "apt-show-versions", timeout=900),
+        exe("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q", "--no-install-recommends", "unattended-upgrades", "needrestart", "debsums", "apt-show-versions", timeout=900),
         wf("/etc/apt/apt.conf.d/20auto-upgrades", AUTO),
         wf("/etc/apt/apt.conf.d/52sysward-unattended-upgrades", NOREBOOT),
         sh(upd_verify),
@@ -429,7 +430,7 @@ grep -q '^VERSION_CODENAME=bookworm$' /etc/os-release || { echo "REFUSED: not De
 
 NFT = r"""#!/usr/sbin/nft -f
 # Managed by sysward (examples/hardening/40-nftables.md).
-# Undo: nft flush ruleset; systemctl disable nftables; restore the backup of /etc/nftables.conf.
+# Undo: cp /etc/nftables.conf.sysward-orig /etc/nftables.conf; nft flush ruleset; systemctl disable nftables.
 flush ruleset
 
 table inet filter {
@@ -450,23 +451,26 @@ table inet filter {
   }
 }
 """
-NFT_GUARD = r'''
-nft -c -f "$1" || { echo "REFUSED: nft -c rejects the ruleset"; exit 1; }
-port=$(sshd -T 2>/dev/null | awk '$1 == "port" {print $2; exit}')
-[ -n "$port" ] || { echo "REFUSED: sshd -T gives no port: a default-deny firewall could lock everyone out"; exit 1; }
-others=$(nft list tables 2>/dev/null | grep -vx 'table inet filter' || true)
-[ -z "$others" ] || { echo "REFUSED: other nftables tables exist ($others: Docker, libvirt, firewalld?): replacing the ruleset would break them"; exit 1; }
-if command -v iptables-save >/dev/null 2>&1 && iptables-save 2>/dev/null | grep -q '^-A'; then echo "REFUSED: iptables rules exist"; exit 1; fi
-missing=""
-for p in $port $(ss -Htlnp | awk '{print $4}' | grep -Ev '^(127\.|\[::1\]|\[::ffff:127\.)' | sed 's/.*://') ; do
-  grep -Eq "tcp dport (\{[^}]*[ ,{]$p[ ,}][^}]*\}|$p) " "$1" || missing="$missing tcp/$p"
-done
-for p in $(ss -Hulnp | awk '{print $4}' | grep -Ev '^(127\.|\[::1\]|\[::ffff:127\.)' | sed 's/.*://'); do
-  grep -Eq "udp dport (\{[^}]*[ ,{]$p[ ,}][^}]*\}|$p) " "$1" || missing="$missing udp/$p"
-done
-[ -z "$missing" ] || { echo "REFUSED: listening services would be cut off:$missing ($(ss -Htulnp | tr -s ' ' | tr '\n' ';'))"; exit 1; }
-echo "every listening service stays reachable (ssh on $port)"
+NFT_CHECK = r'''
+check() {
+  port=$(sshd -T 2>/dev/null | awk '$1 == "port" {print $2; exit}')
+  [ -n "$port" ] || { echo "REFUSED: sshd -T gives no port: a default-deny firewall could lock everyone out"; return 1; }
+  others=$(nft list tables 2>/dev/null | grep -vx 'table inet filter' || true)
+  [ -z "$others" ] || { echo "REFUSED: other nftables tables exist ($others: Docker, libvirt, firewalld?): replacing the ruleset would break them"; return 1; }
+  if command -v iptables-save >/dev/null 2>&1 && iptables-save 2>/dev/null | grep -q '^-A'; then echo "REFUSED: iptables rules exist"; return 1; fi
+  missing=""
+  for p in $port $(ss -Htln | awk '{print $4}' | grep -Ev '^(127\.|\[::1\]|\[::ffff:127\.)' | sed 's/.*://'); do
+    grep -Eq "tcp dport (\{[^}]*[ ,{]$p[ ,}][^}]*\}|$p) " "$1" || missing="$missing tcp/$p"
+  done
+  for p in $(ss -Huln | awk '{print $4}' | grep -Ev '^(127\.|\[::1\]|\[::ffff:127\.)' | sed 's/.*://'); do
+    grep -Eq "udp dport (\{[^}]*[ ,{]$p[ ,}][^}]*\}|$p) " "$1" || missing="$missing udp/$p"
+  done
+  [ -z "$missing" ] || { echo "REFUSED: listening services would be cut off:$missing"; ss -Htuln; return 1; }
+  echo "every listening service stays reachable (ssh on $port)"
+}
 '''
+NFT_GUARD = NFT_CHECK + 'check "$1"\n'
+
 nft_verify = VERIFY + r'''
 if ! grep -q '^# Managed by sysward (examples/hardening/40-nftables.md)' /etc/nftables.conf; then
   m firewall:default-deny BLOCKED "the new ruleset was refused by its check (the reason is in the write's result): nothing was loaded"
@@ -483,19 +487,21 @@ for p in $(ss -Huln | awk '{print $4}' | grep -Ev '^(127\.|\[::1\]|\[::ffff:127\
   printf '%s\n' "$r" | grep -Eq "udp dport (\{[^}]*[ ,{]$p[ ,}][^}]*\}|$p) " && m "firewall:udp/$p" DONE "listening and accepted" || m "firewall:udp/$p" FAILED "listening but dropped"
 done
 [ "$(systemctl is-enabled nftables 2>&1)" = enabled ] && m firewall:at-boot DONE "nftables.service enabled" || m firewall:at-boot FAILED "nftables.service is $(systemctl is-enabled nftables 2>&1)"
-echo "UNDO: nft flush ruleset; systemctl disable nftables; restore /etc/nftables.conf from the broker's backup"
+echo "UNDO: cp /etc/nftables.conf.sysward-orig /etc/nftables.conf; nft flush ruleset; systemctl disable nftables"
 result
 '''
 tasks.append({
     "task": "40-nftables.md",
     "steps": [
         sh("sshd -T 2>/dev/null | grep '^port '\nss -Htulnp\nnft list ruleset\ncommand -v iptables-save >/dev/null && iptables-save || echo 'no iptables'"),
-        wf("/etc/nftables.conf", NFT, mode="0755", validate=guard(NFT_GUARD)),
-        sh(r'''
-if grep -q '^# Managed by sysward (examples/hardening/40-nftables.md)' /etc/nftables.conf; then
+        wf("/etc/nftables.conf.sysward-new", NFT, mode="0755", validate=guard(NFT_GUARD)),
+        sh(NFT_CHECK + r'''
+if [ -f /etc/nftables.conf.sysward-new ] && check /etc/nftables.conf.sysward-new && nft -c -f /etc/nftables.conf.sysward-new; then
+  cp -n /etc/nftables.conf /etc/nftables.conf.sysward-orig
+  cp /etc/nftables.conf.sysward-new /etc/nftables.conf
   nft -f /etc/nftables.conf && echo "loaded" && systemctl enable nftables
 else
-  echo "NOT LOADED: /etc/nftables.conf is not the checked sysward ruleset (its write was refused)"; exit 1
+  echo "NOT LOADED: the new ruleset is missing or failed its checks (above)"; exit 1
 fi
 '''),
         sh(nft_verify),
@@ -519,6 +525,12 @@ tasks.append({
     "done": "VERIFIED: auditd is active with the rules (quoted above).\n\nTASK_STATUS: DONE",
     "blocked": "BLOCKED: not applicable on this host: it is a container, whose kernel audit subsystem belongs to the machine that runs it (quoted above). Nothing was changed; run this task on the host itself.\n\nTASK_STATUS: BLOCKED",
 })
+
+for t in tasks:
+    for st in t["steps"]:
+        a = st["tool_calls"][0]["arguments"]
+        if "command" in a and isinstance(a["command"], str):
+            a["command"] = a["command"].replace("__TASK__", t["task"])
 
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "steps.json")
 with open(out, "w") as f:
