@@ -472,9 +472,18 @@ check() {
 NFT_GUARD = NFT_CHECK + 'check "$1"\n'
 
 nft_verify = VERIFY + r'''
-if ! grep -q '^# Managed by sysward (examples/hardening/40-nftables.md)' /etc/nftables.conf; then
-  m firewall:default-deny BLOCKED "the new ruleset was refused by its check (the reason is in the write's result): nothing was loaded"
+# nft needs CAP_NET_ADMIN even to list: the load and the verification are one
+# step, which runs with the admin profile the load needs.
+if [ -f /etc/nftables.conf.sysward-new ] && check /etc/nftables.conf.sysward-new && nft -c -f /etc/nftables.conf.sysward-new; then
+  cp -n /etc/nftables.conf /etc/nftables.conf.sysward-orig
+  cp /etc/nftables.conf.sysward-new /etc/nftables.conf
+  if nft -f /etc/nftables.conf; then echo "loaded /etc/nftables.conf"; else m firewall:load FAILED "nft -f failed"; fi
+  systemctl enable nftables
+elif ! grep -q '^# Managed by sysward (examples/hardening/40-nftables.md)' /etc/nftables.conf; then
+  m firewall:default-deny BLOCKED "the new ruleset is missing or failed its checks (the reason is above or in the write's result): nothing was loaded"
   result; exit 0
+else
+  m firewall:default-deny BLOCKED "the new ruleset failed its checks (above): the ruleset loaded before stays"
 fi
 r=$(nft list chain inet filter input 2>&1)
 printf '%s\n' "$r" | grep -q 'policy drop' && m firewall:default-deny DONE "input policy drop" || m firewall:default-deny FAILED "$r"
@@ -495,16 +504,7 @@ tasks.append({
     "steps": [
         sh("sshd -T 2>/dev/null | grep '^port '\nss -Htulnp\nnft list ruleset\ncommand -v iptables-save >/dev/null && iptables-save || echo 'no iptables'"),
         wf("/etc/nftables.conf.sysward-new", NFT, mode="0755", validate=guard(NFT_GUARD)),
-        sh(NFT_CHECK + r'''
-if [ -f /etc/nftables.conf.sysward-new ] && check /etc/nftables.conf.sysward-new && nft -c -f /etc/nftables.conf.sysward-new; then
-  cp -n /etc/nftables.conf /etc/nftables.conf.sysward-orig
-  cp /etc/nftables.conf.sysward-new /etc/nftables.conf
-  nft -f /etc/nftables.conf && echo "loaded" && systemctl enable nftables
-else
-  echo "NOT LOADED: the new ruleset is missing or failed its checks (above)"; exit 1
-fi
-'''),
-        sh(nft_verify),
+        sh(NFT_CHECK + nft_verify, timeout=120),
     ],
     "done": "VERIFIED: the input chain drops by default and accepts SSH and every listening service; nftables is enabled at boot (quoted above).\n\nTASK_STATUS: DONE",
     "blocked": "BLOCKED: the firewall check refused the ruleset (the reason is quoted above); nothing was loaded.\n\nTASK_STATUS: BLOCKED",
