@@ -575,6 +575,9 @@ fn pam_auth_update_changes_package_configuration() {
     assert_eq!(d.category, Category::Package, "{d:?}");
     assert_eq!(d.verdict, Verdict::Ask);
     assert!(d.profile.unwrap().write_everywhere);
-    let d = sh(&engine("EXECUTION_MODE=privileged"), "pam-auth-update --package");
+    let d = sh(
+        &engine("EXECUTION_MODE=privileged"),
+        "pam-auth-update --package",
+    );
     assert!(matches!(d.verdict, Verdict::Deny { .. }), "{d:?}");
 }

@@ -227,9 +227,11 @@ pub fn lynis(host: &Host) -> Lynis {
         if let Some(v) = line.strip_prefix("hardening_index=") {
             l.index = v.trim().parse().unwrap_or(0);
         } else if let Some(v) = line.strip_prefix("suggestion[]=") {
-            l.suggestions.push(v.split('|').take(2).collect::<Vec<_>>().join(": "));
+            l.suggestions
+                .push(v.split('|').take(2).collect::<Vec<_>>().join(": "));
         } else if let Some(v) = line.strip_prefix("warning[]=") {
-            l.warnings.push(v.split('|').take(2).collect::<Vec<_>>().join(": "));
+            l.warnings
+                .push(v.split('|').take(2).collect::<Vec<_>>().join(": "));
         }
     }
     assert!(l.index > 0, "no hardening index in lynis's report: {text}");
@@ -262,6 +264,9 @@ pub fn reference() -> Vec<RefTask> {
         .collect()
 }
 
+/// The placeholders one repetition of a step binds (name, value).
+pub type Binding = Vec<(String, String)>;
+
 /// What a model reads on the host before it writes: the facts the reference
 /// steps' placeholders stand for.
 #[derive(Debug, Clone, Default)]
@@ -269,7 +274,7 @@ pub struct Facts {
     pub scalars: Vec<(String, String)>,
     /// A step holding `{{NAME}}` is repeated for each item (each item binds
     /// one or more placeholders).
-    pub lists: Vec<(String, Vec<Vec<(String, String)>>)>,
+    pub lists: Vec<(String, Vec<Binding>)>,
 }
 
 fn listening(host: &Host, proto: &str, ssh_port: &str) -> Vec<String> {
@@ -314,7 +319,8 @@ pub fn read_facts(host: &Host) -> Facts {
             .collect()
     };
     let homes = list("for h in /home/*; do [ -d \"$h\" ] && echo \"$h\"; done; true");
-    let keys = list("for k in /etc/ssh/ssh_host_*_key; do [ -e \"$k\" ] && echo \"$k\"; done; true");
+    let keys =
+        list("for k in /etc/ssh/ssh_host_*_key; do [ -e \"$k\" ] && echo \"$k\"; done; true");
     let cron = list("for p in /etc/crontab /etc/cron.d /etc/cron.daily /etc/cron.hourly /etc/cron.weekly /etc/cron.monthly /etc/cron.yearly; do [ -e \"$p\" ] && echo \"$p\"; done; true");
     let one = |name: &str, items: Vec<String>| {
         (
@@ -328,7 +334,11 @@ pub fn read_facts(host: &Host) -> Facts {
     let cron_items = cron
         .into_iter()
         .map(|p| {
-            let mode = if host.path(&p).is_dir() { "0700" } else { "0600" };
+            let mode = if host.path(&p).is_dir() {
+                "0700"
+            } else {
+                "0600"
+            };
             vec![
                 ("CRON".to_string(), p),
                 ("CRON_MODE".to_string(), mode.to_string()),
@@ -389,14 +399,14 @@ pub fn scenario_json(facts: &Facts, tasks: &[&str], runs: usize) -> String {
                     steps.push(serde_json::from_str::<serde_json::Value>(&e).unwrap());
                 }
             }
-            let tool_said = |needle: &str| {
-                serde_json::json!({"role_of_last": "tool", "last_message_contains": needle})
-            };
+            let tool_said = |needle: &str| serde_json::json!({"role_of_last": "tool", "last_message_contains": needle});
             steps.push(serde_json::json!({"when": tool_said("RESULT: DONE"), "content": t.done}));
             let blocked = t.blocked.clone().unwrap_or_else(|| {
                 "BLOCKED: the verification reports a measure that needs the operator (quoted above).\n\nTASK_STATUS: BLOCKED".to_string()
             });
-            steps.push(serde_json::json!({"when": tool_said("RESULT: BLOCKED"), "content": blocked}));
+            steps.push(
+                serde_json::json!({"when": tool_said("RESULT: BLOCKED"), "content": blocked}),
+            );
             steps.push(serde_json::json!({"when": {"role_of_last": "tool"}, "content": "FAILED: the verification reports a failed measure or did not run (quoted above).\n\nTASK_STATUS: FAILED"}));
         }
     }
@@ -536,7 +546,9 @@ impl Report<'_> {
         }
         md.push_str("\n## Tasks and measures\n\n");
         for (task, status, text) in &self.tasks {
-            md.push_str(&format!("### {task}: {status}\n\n| measure | state | detail |\n| --- | --- | --- |\n"));
+            md.push_str(&format!(
+                "### {task}: {status}\n\n| measure | state | detail |\n| --- | --- | --- |\n"
+            ));
             for (id, state, detail) in measures(text) {
                 md.push_str(&format!(
                     "| {id} | {state} | {} |\n",
@@ -569,7 +581,10 @@ impl Report<'_> {
             self.before.index, self.after.index
         ));
         for (what, s) in &self.timings {
-            html.push_str(&format!("<tr><td>{}</td><td>{s:.0}</td></tr>\n", html_escape(what)));
+            html.push_str(&format!(
+                "<tr><td>{}</td><td>{s:.0}</td></tr>\n",
+                html_escape(what)
+            ));
         }
         html.push_str("</table>\n");
         for (task, status, text) in &self.tasks {
@@ -602,7 +617,10 @@ impl Report<'_> {
             html.push_str(&format!("<li>{}</li>\n", html_escape(f)));
         }
         html.push_str("</ul></body></html>\n");
-        let (m, h) = (dir.join("hardening-report.md"), dir.join("hardening-report.html"));
+        let (m, h) = (
+            dir.join("hardening-report.md"),
+            dir.join("hardening-report.html"),
+        );
         std::fs::write(&m, md).unwrap();
         std::fs::write(&h, html).unwrap();
         (m, h)

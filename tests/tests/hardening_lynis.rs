@@ -114,7 +114,11 @@ fn the_pack_hardens_a_debian_host_unattended_as_lynis_measures() {
     use_proxy(&host, &proxy);
     prepare(&host, true);
     let login = key_login(&host);
-    assert!(login.status.success(), "key login before: {}", describe(&login));
+    assert!(
+        login.status.success(),
+        "key login before: {}",
+        describe(&login)
+    );
 
     let before = lynis(&host);
     timings.push(("lynis before".into(), before.seconds));
@@ -178,7 +182,11 @@ fn the_pack_hardens_a_debian_host_unattended_as_lynis_measures() {
     if !failed.is_empty() {
         wrong.push(format!(
             "failed units: {failed:?}\n{}",
-            String::from_utf8_lossy(&host.sh("systemctl status --no-pager -l --failed 2>&1 | head -n 60").stdout)
+            String::from_utf8_lossy(
+                &host
+                    .sh("systemctl status --no-pager -l --failed 2>&1 | head -n 60")
+                    .stdout
+            )
         ));
     }
     let sshd_t = host.run(&["sshd", "-t"]);
@@ -189,8 +197,14 @@ fn the_pack_hardens_a_debian_host_unattended_as_lynis_measures() {
     if !login.status.success() {
         wrong.push(format!("key login after: {}", describe(&login)));
     }
-    let effective = host.sh_ok("sshd -T | grep -Ei '^(passwordauthentication|permitrootlogin|pubkeyauthentication) '");
-    for want in ["passwordauthentication no", "permitrootlogin no", "pubkeyauthentication yes"] {
+    let effective = host.sh_ok(
+        "sshd -T | grep -Ei '^(passwordauthentication|permitrootlogin|pubkeyauthentication) '",
+    );
+    for want in [
+        "passwordauthentication no",
+        "permitrootlogin no",
+        "pubkeyauthentication yes",
+    ] {
         if !effective.contains(want) {
             wrong.push(format!("sshd -T lacks {want:?}: {effective}"));
         }
@@ -199,7 +213,10 @@ fn the_pack_hardens_a_debian_host_unattended_as_lynis_measures() {
     let update = host.run_timeout(&["apt-get", "update", "-q"], Duration::from_secs(600));
     timings.push(("apt-get update after".into(), t.elapsed().as_secs_f64()));
     if !update.status.success() || String::from_utf8_lossy(&update.stdout).contains("Err:") {
-        wrong.push(format!("apt-get update after the pack: {}", describe(&update)));
+        wrong.push(format!(
+            "apt-get update after the pack: {}",
+            describe(&update)
+        ));
     }
 
     // A second run of every task (--rerun) changes nothing.
@@ -208,7 +225,9 @@ fn the_pack_hardens_a_debian_host_unattended_as_lynis_measures() {
     timings.push(("sysward run --rerun (changes nothing)".into(), secs));
     let again = task_statuses(&summary(&second));
     if again != statuses {
-        wrong.push(format!("the second run ended {again:?}, the first {statuses:?}"));
+        wrong.push(format!(
+            "the second run ended {again:?}, the first {statuses:?}"
+        ));
     }
     let etc_after = etc_state(&host);
     if etc_before != etc_after {
@@ -232,7 +251,10 @@ fn the_pack_hardens_a_debian_host_unattended_as_lynis_measures() {
         timings: timings.clone(),
     }
     .write(&dir);
-    println!("\n| | Lynis hardening index |\n| --- | --- |\n| before | {} |\n| after | {} |", before.index, after.index);
+    println!(
+        "\n| | Lynis hardening index |\n| --- | --- |\n| before | {} |\n| after | {} |",
+        before.index, after.index
+    );
     for (what, s) in &timings {
         println!("  {what}: {s:.0} s");
     }
@@ -270,21 +292,49 @@ fn without_a_key_holding_admin_password_login_stays_on() {
     let requests = server.chat_requests();
     let said = requests
         .iter()
-        .map(|r| r.messages().iter().map(sysward_scripted_model::message_text).collect::<Vec<_>>().join("\n"))
+        .map(|r| {
+            r.messages()
+                .iter()
+                .map(sysward_scripted_model::message_text)
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
         .collect::<Vec<_>>()
         .join("\n");
-    assert_eq!(status_of(&statuses, "10-ssh.md"), "BLOCKED", "{}", describe(&out));
+    assert_eq!(
+        status_of(&statuses, "10-ssh.md"),
+        "BLOCKED",
+        "{}",
+        describe(&out)
+    );
     assert!(
-        said.contains("BLOCKED: no account other than root") && said.contains("password login stays on"),
+        said.contains("BLOCKED: no account other than root")
+            && said.contains("password login stays on"),
         "the host-side check's reason is missing: {said}"
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("password login stays on"), "{}", describe(&out));
-    assert!(host.read("/etc/ssh/sshd_config.d/01-sysward-keys-only.conf").is_none());
-    assert!(host.read("/etc/ssh/sshd_config.d/00-sysward-hardening.conf").is_some());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("password login stays on"),
+        "{}",
+        describe(&out)
+    );
+    assert!(host
+        .read("/etc/ssh/sshd_config.d/01-sysward-keys-only.conf")
+        .is_none());
+    assert!(host
+        .read("/etc/ssh/sshd_config.d/00-sysward-hardening.conf")
+        .is_some());
     let effective = host.sh_ok("sshd -T | grep -Ei '^(passwordauthentication|permitrootlogin) '");
-    assert!(effective.contains("passwordauthentication yes"), "{effective}");
+    assert!(
+        effective.contains("passwordauthentication yes"),
+        "{effective}"
+    );
     assert!(!effective.contains("permitrootlogin no"), "{effective}");
-    assert!(checks.iter().any(|c| c.contains("MEASURE ssh:keys-only BLOCKED")), "{checks:?}");
+    assert!(
+        checks
+            .iter()
+            .any(|c| c.contains("MEASURE ssh:keys-only BLOCKED")),
+        "{checks:?}"
+    );
     drop(server);
     let problems = host.shutdown();
     assert!(problems.is_empty(), "teardown: {problems:?}");
@@ -300,13 +350,21 @@ fn the_firewall_keeps_a_listening_service_open() {
         return;
     };
     prepare(&host, true);
-    host.sh_ok("systemd-run --unit=test-web python3 -m http.server 8765 --bind 0.0.0.0 >/dev/null 2>&1");
+    host.sh_ok(
+        "systemd-run --unit=test-web python3 -m http.server 8765 --bind 0.0.0.0 >/dev/null 2>&1",
+    );
     wait_for(Duration::from_secs(30), "the test service listens", || {
-        host.sh("ss -Htln | grep -q ':8765 '").status.success().then_some(())
+        host.sh("ss -Htln | grep -q ':8765 '")
+            .status
+            .success()
+            .then_some(())
     });
     let facts = read_facts(&host);
     assert!(
-        facts.scalars.iter().any(|(k, v)| k == "TCP_PORTS" && v == "8765"),
+        facts
+            .scalars
+            .iter()
+            .any(|(k, v)| k == "TCP_PORTS" && v == "8765"),
         "{facts:?}"
     );
     // The forgetful model's ruleset: SSH only.
@@ -328,13 +386,22 @@ fn the_firewall_keeps_a_listening_service_open() {
 
     let (first, _) = run_pack(&host, false);
     let s1 = task_statuses(&summary(&first));
-    assert_eq!(status_of(&s1, "40-nftables.md"), "BLOCKED", "{}", describe(&first));
+    assert_eq!(
+        status_of(&s1, "40-nftables.md"),
+        "BLOCKED",
+        "{}",
+        describe(&first)
+    );
     let text1 = String::from_utf8_lossy(&first.stdout).to_string();
     let ruleset = host.sh_ok("nft list ruleset");
     let said: String = server
         .chat_requests()
         .iter()
-        .filter_map(|r| r.messages().last().map(sysward_scripted_model::message_text))
+        .filter_map(|r| {
+            r.messages()
+                .last()
+                .map(sysward_scripted_model::message_text)
+        })
         .collect::<Vec<_>>()
         .join("\n");
     assert!(
@@ -345,7 +412,12 @@ fn the_firewall_keeps_a_listening_service_open() {
 
     let (second, _) = run_pack(&host, false);
     let s2 = task_statuses(&summary(&second));
-    assert_eq!(status_of(&s2, "40-nftables.md"), "DONE", "{}", describe(&second));
+    assert_eq!(
+        status_of(&s2, "40-nftables.md"),
+        "DONE",
+        "{}",
+        describe(&second)
+    );
     let chain = host.sh_ok("nft list chain inet filter input");
     assert!(chain.contains("policy drop"), "{chain}");
     assert!(chain.contains("tcp dport 22 "), "{chain}");
@@ -377,11 +449,20 @@ fn an_invalid_ssh_configuration_is_never_reloaded() {
     install_pack(&host, &server, &["10-ssh.md"]);
     let (out, _) = run_pack(&host, false);
     let statuses = task_statuses(&summary(&out));
-    assert_eq!(status_of(&statuses, "10-ssh.md"), "FAILED", "{}", describe(&out));
+    assert_eq!(
+        status_of(&statuses, "10-ssh.md"),
+        "FAILED",
+        "{}",
+        describe(&out)
+    );
     let said: String = server
         .chat_requests()
         .iter()
-        .filter_map(|r| r.messages().last().map(sysward_scripted_model::message_text))
+        .filter_map(|r| {
+            r.messages()
+                .last()
+                .map(sysward_scripted_model::message_text)
+        })
         .collect::<Vec<_>>()
         .join("\n");
     assert!(said.contains("ssh was NOT reloaded"), "{said}");
