@@ -208,6 +208,19 @@ pub struct Lynis {
     pub seconds: f64,
 }
 
+/// `TEST-ID: text (detail)` from a report line's `TEST-ID|text|detail|`.
+fn finding(v: &str) -> String {
+    let p: Vec<&str> = v.split('|').collect();
+    let detail = p
+        .get(2)
+        .map(|d| d.trim())
+        .filter(|d| !d.is_empty() && *d != "-");
+    match detail {
+        Some(d) => format!("{}: {} ({d})", p[0], p.get(1).unwrap_or(&"")),
+        None => format!("{}: {}", p[0], p.get(1).unwrap_or(&"")),
+    }
+}
+
 pub fn lynis(host: &Host) -> Lynis {
     let t = Instant::now();
     let out = host.run_timeout(
@@ -227,11 +240,9 @@ pub fn lynis(host: &Host) -> Lynis {
         if let Some(v) = line.strip_prefix("hardening_index=") {
             l.index = v.trim().parse().unwrap_or(0);
         } else if let Some(v) = line.strip_prefix("suggestion[]=") {
-            l.suggestions
-                .push(v.split('|').take(2).collect::<Vec<_>>().join(": "));
+            l.suggestions.push(finding(v));
         } else if let Some(v) = line.strip_prefix("warning[]=") {
-            l.warnings
-                .push(v.split('|').take(2).collect::<Vec<_>>().join(": "));
+            l.warnings.push(finding(v));
         }
     }
     assert!(l.index > 0, "no hardening index in lynis's report: {text}");

@@ -225,8 +225,30 @@ fn the_pack_hardens_a_debian_host_unattended_as_lynis_measures() {
     timings.push(("sysward run --rerun (changes nothing)".into(), secs));
     let again = task_statuses(&summary(&second));
     if again != statuses {
+        let checks = verifications(&server);
+        let differing: Vec<String> = again
+            .iter()
+            .filter(|a| !statuses.contains(a))
+            .map(|(t, _)| {
+                let line = format!("CHECK {t}");
+                let last = checks
+                    .iter()
+                    .rev()
+                    .find(|c| c.lines().any(|l| l.trim() == line))
+                    .cloned()
+                    .unwrap_or_default();
+                format!("{t}:\n{last}")
+            })
+            .collect();
+        let errors: Vec<&str> = std::str::from_utf8(&second.stdout)
+            .unwrap_or("")
+            .lines()
+            .filter(|l| l.contains("\"status\":\"error\"") || l.contains("\"status\":\"denied\""))
+            .collect();
         wrong.push(format!(
-            "the second run ended {again:?}, the first {statuses:?}"
+            "the second run ended {again:?}, the first {statuses:?}\n{}\n{}",
+            differing.join("\n"),
+            errors.join("\n")
         ));
     }
     let etc_after = etc_state(&host);

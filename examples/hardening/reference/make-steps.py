@@ -383,11 +383,8 @@ tasks.append({
 })
 
 SECURITY_SOURCES = """# Managed by sysward (examples/hardening/30-security-updates.md). Undo: remove this file.
-Types: deb
-URIs: http://deb.debian.org/debian-security
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+# One-line format: Lynis (PKGS-7388) does not read deb822 .sources files.
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security bookworm-security main
 """
 AUTO = """// Managed by sysward (examples/hardening/30-security-updates.md)
 APT::Periodic::Update-Package-Lists "1";
@@ -406,14 +403,14 @@ c=$(apt-config dump)
 printf '%s\n' "$c" | grep -q 'APT::Periodic::Unattended-Upgrade "1"' && m apt:periodic DONE "daily unattended-upgrade" || m apt:periodic FAILED "APT::Periodic::Unattended-Upgrade is not 1"
 printf '%s\n' "$c" | grep -q 'Unattended-Upgrade::Automatic-Reboot "false"' && m apt:no-reboot DONE "never reboots" || m apt:no-reboot FAILED "Automatic-Reboot is not false"
 systemctl is-enabled apt-daily-upgrade.timer >/dev/null 2>&1 && m apt:timer DONE enabled || m apt:timer NOT-APPLICABLE "apt-daily-upgrade.timer is $(systemctl is-enabled apt-daily-upgrade.timer 2>&1) (masked by this test bed)"
-echo "UNDO: rm /etc/apt/apt.conf.d/20auto-upgrades /etc/apt/apt.conf.d/52sysward-unattended-upgrades /etc/apt/sources.list.d/sysward-debian-security.sources; apt-get purge unattended-upgrades needrestart debsums apt-show-versions"
+echo "UNDO: rm /etc/apt/apt.conf.d/20auto-upgrades /etc/apt/apt.conf.d/52sysward-unattended-upgrades /etc/apt/sources.list.d/sysward-debian-security.list; apt-get purge unattended-upgrades needrestart debsums apt-show-versions"
 result
 '''
 tasks.append({
     "task": "30-security-updates.md",
     "steps": [
         sh("grep -rhsE '^[^#]*(deb|URIs|Suites)' /etc/apt/sources.list /etc/apt/sources.list.d/ || true\ndpkg-query -W -f='${Package} ${Status}\\n' unattended-upgrades needrestart debsums apt-show-versions 2>&1"),
-        wf("/etc/apt/sources.list.d/sysward-debian-security.sources", SECURITY_SOURCES, validate=guard(r'''
+        wf("/etc/apt/sources.list.d/sysward-debian-security.list", SECURITY_SOURCES, validate=guard(r'''
 if grep -rlsE 'debian-security|security\.debian\.org' /etc/apt/sources.list /etc/apt/sources.list.d/ | grep -v 'sysward-debian-security'; then
   echo "REFUSED: a security source is configured already (above): not adding a second one"; exit 1
 fi
