@@ -461,6 +461,14 @@ pub fn install_pack(host: &Host, server: &Handle, tasks: &[&str]) {
     ));
 }
 
+/// Points the installed pack at another model server.
+pub fn point_at(host: &Host, server: &Handle) {
+    host.sh_ok(&format!(
+        "sed -i 's#^API_URL=.*#API_URL={}#' /etc/sysward/init.conf",
+        server.base_url()
+    ));
+}
+
 /// The run's summary (the last JSON line of `sysward run --json`).
 pub fn summary(out: &std::process::Output) -> serde_json::Value {
     crate::json_lines(out).last().cloned().unwrap_or_default()

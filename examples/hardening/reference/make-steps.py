@@ -371,16 +371,6 @@ done
 echo "UNDO: chmod 755 the cron directories and home directories, chmod 644 /etc/crontab (the old modes are in the first step's output)"
 result
 '''
-tasks.append({
-    "task": "28-permissions.md",
-    "steps": [
-        sh("stat -c '%a %U %n' /etc/crontab /etc/cron.* /home/* 2>/dev/null || true"),
-        tool("chmod", path="{{CRON}}", mode="{{CRON_MODE}}"),
-        tool("chmod", path="{{HOME}}", mode="0750"),
-        sh(perm_verify),
-    ],
-    "done": "VERIFIED: cron files are 0600/0700 and home directories 0750 or stricter (quoted above).\n\nTASK_STATUS: DONE",
-})
 
 SECURITY_SOURCES = """# Managed by sysward (examples/hardening/30-security-updates.md). Undo: remove this file.
 # One-line format: Lynis (PKGS-7388) does not read deb822 .sources files.
@@ -505,6 +495,17 @@ tasks.append({
     ],
     "done": "VERIFIED: the input chain drops by default and accepts SSH and every listening service; nftables is enabled at boot (quoted above).\n\nTASK_STATUS: DONE",
     "blocked": "BLOCKED: the firewall check refused the ruleset (the reason is quoted above); nothing was loaded.\n\nTASK_STATUS: BLOCKED",
+})
+
+tasks.append({
+    "task": "45-permissions.md",
+    "steps": [
+        sh("stat -c '%a %U %n' /etc/crontab /etc/cron.* /home/* 2>/dev/null || true"),
+        tool("chmod", path="{{CRON}}", mode="{{CRON_MODE}}"),
+        tool("chmod", path="{{HOME}}", mode="0750"),
+        sh(perm_verify),
+    ],
+    "done": "VERIFIED: cron files are 0600/0700 and home directories 0750 or stricter (quoted above).\n\nTASK_STATUS: DONE",
 })
 
 audit_check = VERIFY + r'''
