@@ -332,7 +332,21 @@ pub fn read_facts(host: &Host) -> Facts {
     let homes = list("for h in /home/*; do [ -d \"$h\" ] && echo \"$h\"; done; true");
     let keys =
         list("for k in /etc/ssh/ssh_host_*_key; do [ -e \"$k\" ] && echo \"$k\"; done; true");
-    let cron = list("for p in /etc/crontab /etc/cron.d /etc/cron.daily /etc/cron.hourly /etc/cron.weekly /etc/cron.monthly /etc/cron.yearly; do [ -e \"$p\" ] && echo \"$p\"; done; true");
+    // Every standard cron path, present or not: the packages the pack
+    // installs before 45-permissions runs add some (a model reads them at
+    // that point; the replay is made before the run). An absent one is a
+    // harmless tool error.
+    let cron: Vec<String> = [
+        "/etc/crontab",
+        "/etc/cron.d",
+        "/etc/cron.daily",
+        "/etc/cron.hourly",
+        "/etc/cron.weekly",
+        "/etc/cron.monthly",
+        "/etc/cron.yearly",
+    ]
+    .map(String::from)
+    .to_vec();
     let one = |name: &str, items: Vec<String>| {
         (
             name.to_string(),
@@ -345,11 +359,7 @@ pub fn read_facts(host: &Host) -> Facts {
     let cron_items = cron
         .into_iter()
         .map(|p| {
-            let mode = if host.path(&p).is_dir() {
-                "0700"
-            } else {
-                "0600"
-            };
+            let mode = if p == "/etc/crontab" { "0600" } else { "0700" };
             vec![
                 ("CRON".to_string(), p),
                 ("CRON_MODE".to_string(), mode.to_string()),
