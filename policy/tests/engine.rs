@@ -561,3 +561,23 @@ fn scratch_inside_a_protected_state_dir_stays_usable() {
         assert!(d.verdict.is_deny(), "{s}: {d:?}");
     }
 }
+
+/// pam-auth-update rewrites /etc/pam.d/common-* and its state in
+/// /var/lib/pam from the profiles in /usr/share/pam-configs: the package
+/// profile, not an unknown program confined to the targets the parser finds
+/// (there it failed: `open(/var/lib/pam/seen) failed: Permission denied`).
+#[test]
+fn pam_auth_update_changes_package_configuration() {
+    let d = sh(
+        &engine(OPEN),
+        "pam-auth-update --package --enable sysward-faillock",
+    );
+    assert_eq!(d.category, Category::Package, "{d:?}");
+    assert_eq!(d.verdict, Verdict::Ask);
+    assert!(d.profile.unwrap().write_everywhere);
+    let d = sh(
+        &engine("EXECUTION_MODE=privileged"),
+        "pam-auth-update --package",
+    );
+    assert!(matches!(d.verdict, Verdict::Deny { .. }), "{d:?}");
+}

@@ -231,6 +231,12 @@ pub struct Step {
     /// Checks on the request; a failure answers HTTP 500 and does not consume the step.
     #[serde(default)]
     pub expect: Option<Expect>,
+    /// A condition on the request (the same checks as `expect`): when it does not
+    /// hold the step is passed over, unused, and the next step is tried. A scripted
+    /// model can so answer according to what a tool returned (the reference steps
+    /// of a task: "DONE" after one result, "BLOCKED" after another).
+    #[serde(default)]
+    pub when: Option<Expect>,
     /// This step answers this many consecutive requests (default 1).
     #[serde(default)]
     pub repeat: Option<u32>,

@@ -789,6 +789,14 @@ fn decide_chat(
             fixed_shape(shapes::context_exceeded(sc.flavor, vars)),
         );
     }
+    // Pass over the steps whose `when` does not hold for this request.
+    while let Some(when) = sc.steps.get(st.step).and_then(|s| s.when.as_ref()) {
+        if check_expect(when, &view).is_empty() {
+            break;
+        }
+        st.step += 1;
+        st.used_in_step = 0;
+    }
     let (step, index) = match sc.steps.get(st.step) {
         Some(s) => (s.clone(), Some(st.step)),
         None => match &sc.exhausted {

@@ -1008,3 +1008,33 @@ fn base_url_and_idle() {
     get(h.addr(), "/v1/models");
     assert!(h.idle_for() < Duration::from_millis(100));
 }
+
+// ---------- conditional steps ----------
+
+/// A step whose `when` does not hold is passed over: the script answers
+/// according to what the last message (a tool result) says, and the passed
+/// alternatives never answer a later request.
+#[test]
+fn when_passes_over_steps_whose_condition_does_not_hold() {
+    let h = start(json!({"steps": [
+        {"when": {"last_message_contains": "RESULT: DONE"}, "content": "done"},
+        {"when": {"last_message_contains": "RESULT: BLOCKED"}, "content": "blocked"},
+        {"when": {"role_of_last": "tool"}, "content": "failed"},
+        {"content": "next task"}
+    ]}));
+    let tool = |text: &str| {
+        json!({"model": "m", "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "shell", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": text}
+        ]})
+    };
+    let content = |r: Resp| r.json()["choices"][0]["message"]["content"].clone();
+    assert_eq!(
+        content(chat(h.addr(), &tool("x\nRESULT: BLOCKED\n"))),
+        "blocked"
+    );
+    // The third alternative (a tool result) does not hold for a user message.
+    assert_eq!(content(chat(h.addr(), &user("the next task"))), "next task");
+    assert!(h.expectation_failures().is_empty());
+}

@@ -185,7 +185,8 @@ pub fn classify(name: &str, args: &[Arg], cx: &mut Cx<'_>) -> Option<Effect> {
         | "dpkg-divert"
         | "dpkg-statoverride"
         | "update-alternatives"
-        | "ucf" => {
+        | "ucf"
+        | "pam-auth-update" => {
             let ro = args.iter().any(|a| {
                 matches!(
                     a.text.as_str(),
