@@ -102,23 +102,38 @@ pub struct Limited {
 
 /// Waits for a child at most `timeout`; kills it then.
 pub fn wait_limited(mut child: Child, timeout: Duration) -> std::io::Result<Limited> {
+    // Read both pipes while the child runs: a child whose output outgrows
+    // a pipe's buffer (64 KiB) would otherwise block on its write forever.
+    fn drain<R: std::io::Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    }
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
     let start = Instant::now();
-    loop {
-        if child.try_wait()?.is_some() {
-            return Ok(Limited {
-                output: child.wait_with_output()?,
-                timed_out: false,
-            });
+    let (status, timed_out) = loop {
+        if let Some(status) = child.try_wait()? {
+            break (status, false);
         }
         if start.elapsed() > timeout {
             let _ = child.kill();
-            return Ok(Limited {
-                output: child.wait_with_output()?,
-                timed_out: true,
-            });
+            break (child.wait()?, true);
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
+    };
+    Ok(Limited {
+        output: Output {
+            status,
+            stdout: out.join().unwrap_or_default(),
+            stderr: err.join().unwrap_or_default(),
+        },
+        timed_out,
+    })
 }
 
 /// Exit status, stdout and stderr of a command, for messages.
