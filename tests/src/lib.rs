@@ -185,35 +185,10 @@ pub fn run_sysward(args: &[&str], timeout: Duration) -> Output {
 /// stdout and stderr are read while it runs: a child that writes more than
 /// a pipe holds (64 KiB, e.g. a whole `sysward run --json`) would otherwise
 /// block on the write and never exit.
-pub fn wait_output(mut child: std::process::Child, timeout: Duration) -> Output {
-    fn drain<R: std::io::Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut buf);
-            }
-            buf
-        })
-    }
-    let out = drain(child.stdout.take());
-    let err = drain(child.stderr.take());
-    let start = Instant::now();
-    let (status, timed_out) = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break (status, false);
-        }
-        if start.elapsed() > timeout {
-            let _ = child.kill();
-            break (child.wait().unwrap(), true);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let output = Output {
-        status,
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-    };
-    if timed_out {
+pub fn wait_output(child: std::process::Child, timeout: Duration) -> Output {
+    let limited = hosts::wait_limited(child, timeout).unwrap();
+    let output = limited.output;
+    if limited.timed_out {
         panic!(
             "sysward did not finish within {timeout:?}\nstdout:\n{}\nstderr:\n{}",
             String::from_utf8_lossy(&output.stdout),
