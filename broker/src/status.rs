@@ -9,12 +9,13 @@ use serde_json::{json, Value};
 use std::path::Path;
 
 fn daemon_state(socket: &Path) -> Value {
-    let listening = std::os::unix::net::UnixStream::connect(socket).is_ok()
-        || crate::client::request_once(
-            socket,
-            sysward_ipc::operator::OperatorRequest::ListApprovals,
-        )
-        .is_ok();
+    // A stream connect always fails on the daemon's SEQPACKET socket: only a
+    // real request says whether it answers.
+    let listening = crate::client::request_once(
+        socket,
+        sysward_ipc::operator::OperatorRequest::ListApprovals,
+    )
+    .is_ok();
     let unit = std::process::Command::new("systemctl")
         .args(["is-enabled", "sysward.service"])
         .stdin(std::process::Stdio::null())
