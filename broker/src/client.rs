@@ -61,7 +61,7 @@ pub fn run(
             Ok(a) => a,
             Err(e) => {
                 screen.idle();
-                bail!("the daemon closed the session ({e}); see `journalctl -u sysward` or the broker's output, then try again");
+                return Err(lost(e));
             }
         };
         match answer {
@@ -78,17 +78,21 @@ pub fn run(
                     .at_prompt
                     .store(false, std::sync::atomic::Ordering::SeqCst);
                 match read {
-                    Prompted::Line(line) => writer.send(&OperatorRequest::Input(line))?,
-                    Prompted::Exit => writer.send(&OperatorRequest::Detach)?,
+                    Prompted::Line(line) => {
+                        writer.send(&OperatorRequest::Input(line)).map_err(lost)?
+                    }
+                    Prompted::Exit => writer.send(&OperatorRequest::Detach).map_err(lost)?,
                 }
             }
             OperatorAnswer::ApprovalNeeded(p) => {
                 let (decision, note) = console.approve(&p);
-                writer.send(&OperatorRequest::Approval {
-                    id: p.id.clone(),
-                    decision,
-                    note,
-                })?;
+                writer
+                    .send(&OperatorRequest::Approval {
+                        id: p.id.clone(),
+                        decision,
+                        note,
+                    })
+                    .map_err(lost)?;
             }
             OperatorAnswer::SecretNeeded { name, prompt } => {
                 screen.idle();
@@ -104,7 +108,9 @@ pub fn run(
                         None
                     }
                 };
-                writer.send(&OperatorRequest::Secret { value })?;
+                writer
+                    .send(&OperatorRequest::Secret { value })
+                    .map_err(lost)?;
             }
             OperatorAnswer::Finished(summary) => {
                 screen.finished(&summary);
@@ -117,6 +123,23 @@ pub fn run(
             OperatorAnswer::Welcome { .. } => bail!("the daemon sent a second welcome"),
             OperatorAnswer::Done { .. } => bail!("the daemon answered out of turn"),
         }
+    }
+}
+
+/// The session's connection failed mid-session. The daemon that simply went
+/// away (`systemctl restart` or `stop`, a shutdown, a crash) gets one plain
+/// line, not the channel's "peer closed": the session is over and is not
+/// resumed, so the operator reruns it.
+fn lost(e: sysward_ipc::ChannelError) -> anyhow::Error {
+    if e.is_disconnect() {
+        anyhow::anyhow!(
+            "the sysward daemon stopped (a restart, a shutdown or a crash) and this session ended with it: \
+             check `systemctl status sysward`, then run the command again"
+        )
+    } else {
+        anyhow::anyhow!(
+            "the daemon's connection failed ({e}); see `journalctl -u sysward`, then run the command again"
+        )
     }
 }
 

@@ -151,43 +151,26 @@ fn binaries() -> Row {
     }
 }
 
+/// Ownership and modes of the project, by the rule `run` applies
+/// ([`crate::project::strict_modes`]), listing every path that breaks it.
 fn file_modes(layout: &Layout) -> Row {
-    let mut bad = Vec::new();
-    for p in [
-        layout.config_dir.clone(),
-        layout.init_conf(),
-        layout.config_dir.join("agent.md"),
-    ] {
-        if let Ok(m) = std::fs::metadata(&p) {
-            if m.mode() & 0o002 != 0 {
-                bad.push(format!("{} is world-writable", p.display()));
-            }
-        }
-    }
-    if let Ok(m) = std::fs::metadata(layout.init_conf()) {
-        if m.mode() & 0o004 != 0 {
-            bad.push(format!(
-                "{} is world-readable (it holds API_KEY)",
-                layout.init_conf().display()
-            ));
-        }
-    }
-    if bad.is_empty() {
+    let problems = crate::project::strict_mode_problems(layout);
+    if problems.is_empty() {
         row(
             "file modes",
             true,
-            format!("{} ok", layout.config_dir.display()),
+            format!(
+                "{} and the directories above it: root-owned, not writable by group or others",
+                layout.config_dir.display()
+            ),
             "",
         )
     } else {
         row(
             "file modes",
             false,
-            bad.join("; "),
-            format!(
-                "chmod o-rw {0}/init.conf; chmod o-w {0} {0}/*.md",
-                layout.config_dir.display()
-            ),
+            problems.join("; "),
+            "as each message says (sysward refuses files and directories not owned by root or writable by group or others, as sshd's StrictModes does)",
         )
     }
 }

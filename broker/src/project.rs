@@ -28,8 +28,10 @@ pub struct Layout {
 
 impl Layout {
     pub fn standalone(root: &Path) -> Result<Layout> {
-        let root = fs::canonicalize(root)
-            .with_context(|| format!("project directory {} does not exist", root.display()))?;
+        let root = fs::canonicalize(root).map_err(|e| match e.kind() {
+            std::io::ErrorKind::PermissionDenied => unreadable(root),
+            _ => anyhow::anyhow!("project directory {} does not exist", root.display()),
+        })?;
         Ok(Layout {
             config_dir: root.clone(),
             state_dir: root.clone(),
@@ -86,15 +88,19 @@ impl Project {
     /// (seed: missing, world-writable or unparsable → refuse).
     pub fn load(layout: Layout) -> Result<Project> {
         let mut warnings = Vec::new();
-        check_directory(&layout.config_dir, &mut warnings)?;
+        check_directory(&layout.config_dir)?;
         let init_path = layout.init_conf();
-        if !init_path.exists() {
-            bail!(
+        match fs::symlink_metadata(&init_path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(unreadable(&init_path))
+            }
+            Err(_) => bail!(
                 "init.conf not found in PROJECT_ROOT ({}): copy an example init.conf there and set API_URL and MODEL",
                 layout.config_dir.display()
-            );
+            ),
         }
-        let init_text = read_checked(&init_path, 64 << 10, &mut warnings)?;
+        let init_text = read_checked(&init_path, 64 << 10)?;
         let (conf, conf_warnings) = config::parse(&init_text)
             .with_context(|| format!("cannot use {}", init_path.display()))?;
         warnings.extend(conf_warnings);
@@ -109,7 +115,7 @@ impl Project {
             }
         }
         let agent_md_path = find_agent_md(&layout.config_dir, &mut warnings)?;
-        let agent_md = read_checked(&agent_md_path, MAX_INSTRUCTION_FILE, &mut warnings)?;
+        let agent_md = read_checked(&agent_md_path, MAX_INSTRUCTION_FILE)?;
         let parsed = sysward_policy::parse_agent_md(&agent_md)
             .map_err(|e| anyhow::anyhow!("{}: {e}", agent_md_path.display()))?;
         warnings.extend(parsed.warnings);
@@ -129,9 +135,9 @@ impl Project {
         layout: &Layout,
     ) -> Result<(PathBuf, sysward_policy::PolicyBlock, Vec<String>)> {
         let mut warnings = Vec::new();
-        check_directory(&layout.config_dir, &mut warnings)?;
+        check_directory(&layout.config_dir)?;
         let path = find_agent_md(&layout.config_dir, &mut warnings)?;
-        let text = read_checked(&path, MAX_INSTRUCTION_FILE, &mut warnings)?;
+        let text = read_checked(&path, MAX_INSTRUCTION_FILE)?;
         let parsed = sysward_policy::parse_agent_md(&text)
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         warnings.extend(parsed.warnings);
@@ -189,12 +195,15 @@ impl Project {
         let mut tasks = Vec::new();
         for name in names {
             // One unusable task file is skipped, named; the others still run.
-            let content = match read_checked(&dir.join(&name), MAX_INSTRUCTION_FILE, warnings) {
+            let content = match read_checked(&dir.join(&name), MAX_INSTRUCTION_FILE) {
                 Ok(c) if c.trim().is_empty() => {
                     warnings.push(format!("task {name} is empty: skipped"));
                     continue;
                 }
                 Ok(c) => c,
+                // A task anyone but root can rewrite is no reason to skip it
+                // quietly: the project is not safe, so nothing runs.
+                Err(e) if e.downcast_ref::<Insecure>().is_some() => return Err(e),
                 Err(e) => {
                     warnings.push(format!("task {name} skipped: {e:#}"));
                     continue;
@@ -215,45 +224,190 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The directory must not be world-writable or a shared sticky directory like
-/// /tmp: anyone could dictate what a root agent does.
-fn check_directory(dir: &Path, warnings: &mut Vec<String>) -> Result<()> {
-    let meta = fs::metadata(dir).with_context(|| format!("cannot stat {}", dir.display()))?;
-    let mode = meta.permissions().mode();
-    if mode & 0o1000 != 0 || dir == Path::new("/tmp") || dir == Path::new("/var/tmp") {
+/// A configuration path that breaks [`strict_modes`]: `run` refuses the
+/// whole project for it (a task file included), never just skips it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Insecure(pub String);
+
+/// Where a path sits in a project, for [`strict_modes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// A directory above the project (or above /etc/sysward).
+    Ancestor,
+    /// The project directory itself (or /etc/sysward).
+    ProjectDir,
+    /// init.conf, agent.md or a task file.
+    File,
+}
+
+/// The StrictModes rule, as sshd and sudo apply it to their own files: what
+/// the root broker obeys must be owned by root and writable by nobody else,
+/// and so must every directory above it (whoever may rename a directory on
+/// the way can put another project in its place). A root-owned sticky
+/// directory above the project (/tmp, /var/tmp) is safe: nobody but root
+/// can rename or remove root's entries in it. The packaged layout
+/// (/etc/sysward 0700, its files 0600, all root:root) passes. `run` (through
+/// [`Project::load`] and [`Project::tasks`]) and `doctor` both decide with
+/// this function alone.
+pub fn strict_modes(
+    path: &Path,
+    meta: &fs::Metadata,
+    place: Place,
+) -> std::result::Result<(), Insecure> {
+    let fix = format!("chown root:root {0}; chmod go-w {0}", path.display());
+    if meta.uid() != 0 {
+        let owner = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(meta.uid()))
+            .ok()
+            .flatten()
+            .map(|u| format!("uid {} ({})", meta.uid(), u.name))
+            .unwrap_or_else(|| format!("uid {}", meta.uid()));
+        return Err(Insecure(format!(
+            "insecure project: {} is owned by {owner}, not root, so that user could change what the root broker does: {fix}",
+            path.display()
+        )));
+    }
+    let mode = meta.mode() & 0o7777;
+    if place == Place::ProjectDir && mode & 0o1000 != 0 {
+        return Err(Insecure(format!(
+            "insecure project: {} is a shared directory like /tmp; use a private directory",
+            path.display()
+        )));
+    }
+    let open_to = match mode & 0o022 {
+        0 => return Ok(()),
+        _ if place == Place::Ancestor && mode & 0o1000 != 0 => return Ok(()),
+        0o020 => "its group",
+        0o002 => "any user",
+        _ => "its group and any user",
+    };
+    Err(Insecure(format!(
+        "insecure project: {} is writable by {open_to} (mode {mode:04o}): {fix}",
+        path.display()
+    )))
+}
+
+/// "cannot read PATH as uid N": the path exists, or may, but this process
+/// may not look (a project is root's; `doctor` run as another user says so
+/// rather than "not found").
+pub fn unreadable(path: &Path) -> anyhow::Error {
+    let uid = nix::unistd::geteuid();
+    anyhow::anyhow!(
+        "cannot read {} as uid {uid}: permission denied (the project's files are root's: run this as root)",
+        path.display()
+    )
+}
+
+/// Every violation of [`strict_modes`] in the project: the directories above
+/// it, the directory, init.conf, agent.md (any case) and the task files
+/// (`doctor` lists them all; [`Project::load`] stops at the first).
+pub fn strict_mode_problems(layout: &Layout) -> Vec<String> {
+    let mut problems = Vec::new();
+    let dir = match fs::canonicalize(&layout.config_dir) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return vec![format!("{:#}", unreadable(&layout.config_dir))]
+        }
+        Err(e) => return vec![format!("cannot check {}: {e}", layout.config_dir.display())],
+    };
+    if let Err(e) = check_tree(&dir) {
+        problems.push(e.to_string());
+    }
+    let entries = match fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            problems.push(format!("{:#}", unreadable(&dir)));
+            return problems;
+        }
+        Err(e) => {
+            problems.push(format!("cannot list {}: {e}", dir.display()));
+            return problems;
+        }
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| {
+            let lower = n.to_ascii_lowercase();
+            lower == "init.conf"
+                || (lower.ends_with(".md")
+                    && !["memoria.md", "readme.md"].contains(&lower.as_str()))
+        })
+        .collect();
+    names.sort();
+    for name in names {
+        let path = dir.join(&name);
+        // Not followed, as the broker's reads do not follow it.
+        match fs::symlink_metadata(&path) {
+            Ok(m) if m.is_file() => {
+                if let Err(e) = strict_modes(&path, &m, Place::File) {
+                    problems.push(e.to_string());
+                }
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                problems.push(format!("{:#}", unreadable(&path)))
+            }
+            Err(e) => problems.push(format!("cannot check {}: {e}", path.display())),
+        }
+    }
+    problems
+}
+
+/// The project directory and every directory above it under
+/// [`strict_modes`] (`dir` is canonical: no symlink on the way).
+fn check_tree(dir: &Path) -> std::result::Result<(), Insecure> {
+    for (i, p) in dir.ancestors().enumerate() {
+        let meta = fs::symlink_metadata(p).map_err(|e| {
+            Insecure(if e.kind() == std::io::ErrorKind::PermissionDenied {
+                format!("{:#}", unreadable(p))
+            } else {
+                format!("cannot stat {}: {e}", p.display())
+            })
+        })?;
+        let place = if i == 0 {
+            Place::ProjectDir
+        } else {
+            Place::Ancestor
+        };
+        strict_modes(p, &meta, place)?;
+    }
+    Ok(())
+}
+
+/// The project directory: a private, root-owned directory on a root-owned
+/// path (see [`strict_modes`]); never a shared one like /tmp.
+fn check_directory(dir: &Path) -> Result<()> {
+    let real = fs::canonicalize(dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => unreadable(dir),
+        _ => anyhow::anyhow!("cannot stat {}: {e}", dir.display()),
+    })?;
+    if real == Path::new("/tmp") || real == Path::new("/var/tmp") {
         bail!(
             "insecure project: {} is a shared directory like /tmp; use a private directory",
             dir.display()
         );
     }
-    if mode & 0o002 != 0 {
-        bail!(
-            "insecure project: {} is writable by any user: chmod o-w {}",
-            dir.display(),
-            dir.display()
-        );
-    }
-    if mode & 0o020 != 0 {
-        warnings.push(format!("{} is group-writable", dir.display()));
-    }
-    if meta.uid() != nix::unistd::geteuid().as_raw() {
-        warnings.push(format!(
-            "{} belongs to uid {}, not to the user running sysward",
-            dir.display(),
-            meta.uid()
-        ));
-    }
+    check_tree(&real)?;
     Ok(())
 }
 
 /// agent.md, or a single variant differing only in case (with a warning).
 fn find_agent_md(dir: &Path, warnings: &mut Vec<String>) -> Result<PathBuf> {
     let exact = dir.join("agent.md");
-    if fs::symlink_metadata(&exact).is_ok() {
-        return Ok(exact);
+    match fs::symlink_metadata(&exact) {
+        Ok(_) => return Ok(exact),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(unreadable(&exact))
+        }
+        Err(_) => {}
     }
     let mut variants = Vec::new();
-    for entry in fs::read_dir(dir)? {
+    let entries = fs::read_dir(dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => unreadable(dir),
+        _ => anyhow::anyhow!("cannot list {}: {e}", dir.display()),
+    })?;
+    for entry in entries {
         let name = entry?.file_name().to_string_lossy().into_owned();
         if name.eq_ignore_ascii_case("agent.md") {
             variants.push(name);
@@ -290,26 +444,22 @@ pub fn open_regular(path: &Path) -> std::io::Result<File> {
     Ok(file)
 }
 
-/// Reads a configuration file as root without following a symlink, refusing a
-/// world-writable or oversized one.
-pub fn read_checked(path: &Path, max: u64, warnings: &mut Vec<String>) -> Result<String> {
-    let file = open_regular(path).with_context(|| {
-        format!(
-            "cannot open {} (symlinks, FIFOs and devices are refused)",
-            path.display()
-        )
-    })?;
+/// Reads a configuration file as root without following a symlink, refusing
+/// one that breaks [`strict_modes`] (an [`Insecure`] error) or is oversized.
+pub fn read_checked(path: &Path, max: u64) -> Result<String> {
+    let file = match open_regular(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return Err(unreadable(path)),
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!(
+                "cannot open {} (symlinks, FIFOs and devices are refused)",
+                path.display()
+            )))
+        }
+    };
+    // The descriptor's own metadata: the file that is read is the one checked.
     let meta = file.metadata()?;
-    if meta.permissions().mode() & 0o002 != 0 {
-        bail!(
-            "insecure project: {} is writable by any user: chmod o-w {}",
-            path.display(),
-            path.display()
-        );
-    }
-    if meta.permissions().mode() & 0o020 != 0 {
-        warnings.push(format!("{} is group-writable", path.display()));
-    }
+    strict_modes(path, &meta, Place::File)?;
     if meta.len() > max {
         bail!("{} is larger than {} bytes", path.display(), max);
     }

@@ -30,6 +30,10 @@ use sysward_ipc::model::{ModelFailure, ModelReply};
 use sysward_ipc::operator::{ApprovalDecision, ApprovalPrompt, SessionSummary};
 use sysward_ipc::{Channel, ChannelError, Message, BUILD_VERSION};
 
+/// Why a session ended when the broker got SIGTERM (`systemctl stop` or
+/// `restart`, a shutdown, Ctrl+C of `run`): what happened and what to do.
+const STOPPING_ENDS_SESSION: &str = "the broker is stopping (SIGTERM: a stop, restart or shutdown of sysward): the session ends here; run it again once sysward is back";
+
 /// How long a freshly started agent has to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// A classification not done in this time is a denial.
@@ -176,7 +180,13 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
     });
     if let Err(e) = result {
         summary.error = Some(if crate::signals::stopping() {
-            format!("the broker is stopping (SIGTERM): the session ends here ({e:#})")
+            // Said once, whatever else the stop made fail on the way.
+            let why = format!("{e:#}");
+            if why.contains(STOPPING_ENDS_SESSION) {
+                STOPPING_ENDS_SESSION.to_string()
+            } else {
+                format!("{STOPPING_ENDS_SESSION} ({why})")
+            }
         } else {
             format!("{e:#}")
         });
@@ -593,7 +603,7 @@ impl<'a> Session<'a> {
                     AgentRequest::NextInput | AgentRequest::Model(_) | AgentRequest::Tool(_)
                 )
             {
-                anyhow::bail!("the broker is stopping (SIGTERM): the session ends here");
+                anyhow::bail!(STOPPING_ENDS_SESSION);
             }
             match request {
                 AgentRequest::Hello { .. } => unreachable_state(),
