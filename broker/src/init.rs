@@ -55,8 +55,16 @@ pub fn run(dir: &Path, standalone: bool) -> Result<i32> {
         String::new()
     };
     println!(
-        "\nnext:\n  1. edit {}: API_URL and MODEL of your model server (examples inside)\n  2. sudo sysward doctor{root}      checks the host, the users and the model endpoint\n  3. sudo sysward run{root}         runs the task files (01-health-check.md changes nothing)",
+        "\nnext, as root:\n  1. edit {}: API_URL and MODEL of your model server (examples inside)\n  2. sysward doctor{root}      checks the host, the users, the files' owners and modes, the model endpoint\n  3. sysward run{root}         runs the task files (01-health-check.md changes nothing)",
         dir.join("init.conf").display()
     );
+    if !nix::unistd::geteuid().is_root() {
+        // The broker obeys only what nobody but root can change (see
+        // project::strict_modes): say so now, not at the first run.
+        println!(
+            "\nnote: these files are yours; the broker uses only a project owned by root: chown -R root:root {}",
+            dir.display()
+        );
+    }
     Ok(if failed == 0 { 0 } else { 1 })
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, Instant};
 use sysward_tests::hosts::{Host, Options};
-use sysward_tests::packaged::{configure, host_with_package, show};
+use sysward_tests::packaged::{configure, host_with_package, show, wait_active};
 use sysward_tests::*;
 
 /// The operator account the tests create inside a host (never on this
@@ -1159,6 +1159,174 @@ fn the_journal_mirror_finds_a_consistent_rewrite_of_the_log() {
         "{}",
         describe(&found)
     );
+    let problems = host.shutdown();
+    assert!(problems.is_empty(), "teardown: {problems:?}");
+}
+
+/// `systemctl restart sysward` while a group member's session waits on a
+/// slow model: the client exits non-zero with one plain line saying the
+/// daemon stopped and to run again (no channel or decode error), and the
+/// restarted daemon (a new MainPID) serves the next session.
+#[test]
+fn restarting_the_service_mid_session_tells_the_client_and_serves_again() {
+    let Some(host) = host_with_package(
+        "restarting_the_service_mid_session_tells_the_client_and_serves_again",
+        Options::default(),
+    ) else {
+        return;
+    };
+    let call = r#"{"tool_calls":[{"name":"exec","arguments":{"command":"uname","args":["-r"]}}]}"#;
+    let done = r#"{"content":"EXECUTED: uname -r. VERIFIED: printed.\n\nTASK_STATUS: DONE"}"#;
+    // The first reply comes only after the restart (the broker has long
+    // stopped waiting for it by then); the second session gets the rest.
+    let server = scenario(&format!(
+        r#"{{"steps":[{{"delay_ms":90000,"content":"too late"}},{call},{done}]}}"#
+    ));
+    configure(
+        &host,
+        &server,
+        "EXECUTION_MODE=guarded\nALLOW_OUTSIDE_PROJECT_READ=true",
+        &[READ_ONLY_TASK],
+    );
+    add_operator(&host);
+    let before = show(&host, "sysward.service", "MainPID");
+    let client = host
+        .command(&[
+            "setpriv",
+            "--reuid",
+            OPERATOR,
+            "--regid",
+            OPERATOR,
+            "--init-groups",
+            "--",
+            "/usr/bin/sysward",
+            "run",
+        ])
+        .spawn()
+        .unwrap();
+    // Once the session's first chat request is with the (slow) model.
+    let start = Instant::now();
+    while server.chat_requests().is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the session never asked the model"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let t = Instant::now();
+    host.ok(&["systemctl", "restart", "sysward.service"]);
+    println!("systemctl restart: {:.2} s", t.elapsed().as_secs_f64());
+    let out = wait_output(client, Duration::from_secs(60));
+    let said = describe(&out);
+    assert!(!out.status.success(), "{said}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .chain(stderr.lines())
+        .find(|l| l.contains("the broker is stopping") || l.contains("the sysward daemon stopped"))
+        .unwrap_or_else(|| panic!("no message that the daemon stopped: {said}"));
+    assert!(
+        line.contains("run it again") || line.contains("run the command again"),
+        "{line}"
+    );
+    for raw in ["peer closed", "undecodable", "socket error", "Broken pipe"] {
+        assert!(
+            !said.contains(raw),
+            "a raw channel error reached the operator: {said}"
+        );
+    }
+    wait_active(&host, "sysward.service");
+    let after = show(&host, "sysward.service", "MainPID");
+    assert_ne!(before, after, "the daemon was not restarted");
+    let out = sysward_as(
+        &host,
+        OPERATOR,
+        &["run", "--json"],
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(task_status(&summary_of(&out), "01-kernel.md"), "DONE");
+    host.ok(&["sysward", "audit", "verify"]);
+    let problems = host.shutdown();
+    assert!(problems.is_empty(), "teardown: {problems:?}");
+}
+
+/// An upgrade with `dpkg -i` of a newer version (this package repacked
+/// with its version bumped, as a rebuild would be): the operator's edited
+/// init.conf and agent.md (conffiles) are kept as they are, and the daemon
+/// is restarted on the new package (a new MainPID, active) and serves with
+/// the kept configuration.
+#[test]
+fn upgrading_keeps_the_edited_configuration_and_restarts_the_daemon() {
+    let Some(host) = host_with_package(
+        "upgrading_keeps_the_edited_configuration_and_restarts_the_daemon",
+        Options::default(),
+    ) else {
+        return;
+    };
+    let server = one_action_scenario(1);
+    configure(
+        &host,
+        &server,
+        "EXECUTION_MODE=guarded\nALLOW_OUTSIDE_PROJECT_READ=true",
+        &[READ_ONLY_TASK],
+    );
+    host.sh_ok("echo '# operator marker' >> /etc/sysward/init.conf");
+    let init_before = host.read("/etc/sysward/init.conf").unwrap();
+    let agent_before = host.read("/etc/sysward/agent.md").unwrap();
+    let old = host.ok(&["dpkg-query", "-W", "-f=${Version}", "sysward"]);
+    let new = format!("{}+upgrade1", old.trim());
+    host.sh_ok(&format!(
+        "rm -rf /root/repack && dpkg-deb -R /root/sysward.deb /root/repack \
+         && sed -i 's/^Version: .*/Version: {new}/' /root/repack/DEBIAN/control \
+         && dpkg-deb --build /root/repack /root/sysward-new.deb >/dev/null"
+    ));
+    host.ok(&["dpkg", "--compare-versions", &new, "gt", old.trim()]);
+    let pid_before = show(&host, "sysward.service", "MainPID");
+
+    let out = host.run(&["dpkg", "-i", "/root/sysward-new.deb"]);
+    assert!(
+        out.status.success(),
+        "dpkg -i (upgrade): {}",
+        describe(&out)
+    );
+    assert_eq!(
+        host.ok(&["dpkg-query", "-W", "-f=${Version}", "sysward"])
+            .trim(),
+        new
+    );
+    assert_eq!(host.read("/etc/sysward/init.conf").unwrap(), init_before);
+    assert_eq!(host.read("/etc/sysward/agent.md").unwrap(), agent_before);
+    assert!(
+        !host
+            .run(&["test", "-e", "/etc/sysward/init.conf.dpkg-new"])
+            .status
+            .success()
+            && !host
+                .run(&["test", "-e", "/etc/sysward/init.conf.dpkg-dist"])
+                .status
+                .success(),
+        "dpkg left a new init.conf beside the kept one"
+    );
+    let mode = host.ok(&[
+        "stat",
+        "-c",
+        "%U:%G %a",
+        "/etc/sysward/init.conf",
+        "/etc/sysward",
+    ]);
+    assert_eq!(mode, "root:root 600\nroot:root 700\n");
+    wait_active(&host, "sysward.service");
+    let pid_after = show(&host, "sysward.service", "MainPID");
+    assert_ne!(
+        pid_before, pid_after,
+        "the upgrade did not restart the daemon"
+    );
+    // The restarted daemon runs the operator's kept configuration.
+    let out = host.run(&["sysward", "run", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(task_status(&summary_of(&out), "01-kernel.md"), "DONE");
     let problems = host.shutdown();
     assert!(problems.is_empty(), "teardown: {problems:?}");
 }
