@@ -637,3 +637,76 @@ pub fn write_atomic_in(
     }
     result
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn verdict(path: &Path, place: Place) -> std::result::Result<(), String> {
+        strict_modes(path, &fs::symlink_metadata(path).unwrap(), place).map_err(|e| e.0)
+    }
+
+    fn chmod(path: &Path, mode: u32) {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    /// The one rule `run` and `doctor` share, on real files (the owner
+    /// cases need root to chown; without root a file is the tester's own,
+    /// which is exactly what the rule refuses).
+    #[test]
+    fn strict_modes_want_root_owned_paths_nobody_else_may_write() {
+        struct Gone(PathBuf);
+        impl Drop for Gone {
+            fn drop(&mut self) {
+                let _ = fs::remove_dir_all(&self.0);
+            }
+        }
+        let dir = std::env::temp_dir().join(format!("sysward-strict-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir(&dir).unwrap();
+        let _gone = Gone(dir.clone());
+        let file = dir.join("agent.md");
+        fs::write(&file, "x").unwrap();
+        chmod(&file, 0o600);
+        if !nix::unistd::geteuid().is_root() {
+            let e = verdict(&file, Place::File).unwrap_err();
+            assert!(
+                e.contains("not root") && e.contains("chown root:root"),
+                "{e}"
+            );
+            return;
+        }
+        chmod(&dir, 0o700);
+        assert_eq!(verdict(&file, Place::File), Ok(()));
+        assert_eq!(verdict(&dir, Place::ProjectDir), Ok(()));
+        for (mode, who) in [
+            (0o620, "its group (mode 0620)"),
+            (0o602, "any user (mode 0602)"),
+            (0o666, "its group and any user (mode 0666)"),
+        ] {
+            chmod(&file, mode);
+            let e = verdict(&file, Place::File).unwrap_err();
+            assert!(e.contains(&format!("is writable by {who}")), "{e}");
+            assert!(
+                e.contains(&format!(
+                    "chown root:root {0}; chmod go-w {0}",
+                    file.display()
+                )),
+                "{e}"
+            );
+        }
+        chmod(&file, 0o600);
+        // A sticky directory like /tmp: safe above a project, never as one.
+        chmod(&dir, 0o1777);
+        assert_eq!(verdict(&dir, Place::Ancestor), Ok(()));
+        let e = verdict(&dir, Place::ProjectDir).unwrap_err();
+        assert!(e.contains("shared directory"), "{e}");
+        chmod(&dir, 0o777);
+        assert!(verdict(&dir, Place::Ancestor).is_err());
+        chmod(&dir, 0o700);
+        std::os::unix::fs::chown(&file, Some(65534), None).unwrap();
+        let e = verdict(&file, Place::File).unwrap_err();
+        assert!(e.contains("is owned by uid 65534"), "{e}");
+    }
+}
