@@ -178,6 +178,12 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
         s.fill(&mut summary);
         r
     });
+    let cancelled = op.cancel_token().is_cancelled();
+    if result.is_ok() && cancelled && crate::signals::stopping() {
+        // SIGTERM cancelled the turn: the agent reports a cancel, which it
+        // cannot tell from the operator's Ctrl+C. Say what happened.
+        summary.error = Some(STOPPING_ENDS_SESSION.to_string());
+    }
     if let Err(e) = result {
         summary.error = Some(if crate::signals::stopping() {
             // Said once, whatever else the stop made fail on the way.
@@ -197,7 +203,12 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
         log_line(ctx, &format!("session {id} error: {e}"));
     }
     let stopped = ctx.pinned.stopped().is_some();
-    summary.exit_code = exit_code(&summary, op.cancel_token().is_cancelled(), stopped);
+    summary.exit_code = if cancelled && crate::signals::stopping() && !stopped {
+        // As `sysward run --root` exits after SIGTERM.
+        crate::signals::EXIT_TERMINATED
+    } else {
+        exit_code(&summary, cancelled, stopped)
+    };
     let _ = ctx.audit.record(json!({
         "event": "session_end", "session": id, "exit_code": summary.exit_code,
         "actions": summary.actions, "denials": summary.denials,
@@ -715,7 +726,14 @@ impl<'a> Session<'a> {
                         reason: "bye".to_string(),
                     });
                     if !reason.is_empty() && reason != "done" {
-                        let reason = crate::sanitize::one_line(&reason, 2000);
+                        let reason = if crate::signals::stopping()
+                            && reason == "cancelled by the operator"
+                        {
+                            // The cancel was SIGTERM's, not a person's.
+                            "cancelled: the broker is stopping (SIGTERM)".to_string()
+                        } else {
+                            crate::sanitize::one_line(&reason, 2000)
+                        };
                         self.op
                             .event(&AgentEvent::Info(format!("agent finished: {reason}")));
                         self.agent_reason = Some(reason);
