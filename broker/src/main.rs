@@ -70,6 +70,12 @@ enum Command {
         socket: PathBuf,
     },
     /// Check every prerequisite and say how to fix what is wrong.
+    ///
+    /// Like sshd's StrictModes, sysward uses a configuration only when it and
+    /// every directory above it are owned by root and writable by nobody
+    /// else; doctor lists each path that is not, with the fix, by the same
+    /// rule `run` refuses them with. Run as another user, it names the files
+    /// that user cannot read.
     Doctor {
         /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
         #[arg(long)]
