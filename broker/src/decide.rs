@@ -568,7 +568,12 @@ pub fn decide(engine: &Engine, plan: &Plan) -> Decision {
 
 /// The policy engine for one session, with this host's facts.
 pub fn engine(ctx: &BrokerContext, project: &Project) -> Result<Engine> {
-    engine_for_layout(&ctx.layout, &project.agent_md_path, &project.policy)
+    engine_for_layout(
+        &ctx.layout,
+        &project.agent_md_path,
+        &project.policy,
+        ctx.secrets.delivery_files(),
+    )
 }
 
 /// What `sysward policy explain` decides about: a shell script when asked (or
@@ -590,10 +595,13 @@ pub fn plan_for_explain(command: &[String], shell: bool, cwd: &Path) -> Plan {
     })
 }
 
+/// `secret_files`: where `file PATH` scopes deliver secrets
+/// ([`crate::secrets::SecretStore::delivery_files`]); no action reads them.
 pub fn engine_for_layout(
     layout: &crate::project::Layout,
     agent_md_path: &Path,
     policy: &sysward_policy::PolicyBlock,
+    secret_files: Vec<PathBuf>,
 ) -> Result<Engine> {
     let bin_dir = crate::spawn::helper_dir()?;
     let mut protected = vec![
@@ -647,6 +655,7 @@ pub fn engine_for_layout(
         scratch_dir: layout.tmp_dir(),
         protected,
         secrets_dir: layout.secrets_dir.clone(),
+        secret_files,
         action_uid: 0,
         action_gid: 0,
     };

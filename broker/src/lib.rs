@@ -29,6 +29,7 @@ pub mod redact;
 pub mod retry;
 pub mod sanitize;
 pub mod seal;
+pub mod secret_files;
 pub mod secrets;
 pub mod session;
 pub mod signals;

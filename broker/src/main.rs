@@ -513,7 +513,16 @@ fn real_main() -> Result<i32> {
         } => {
             let layout = layout_for(&root)?;
             let (path, policy, _) = project::Project::load_policy(&layout)?;
-            let engine = decide::engine_for_layout(&layout, &path, &policy)?;
+            // Secret files are judged as the session judges them; a store
+            // that does not load (not root) leaves them out, and says so.
+            let secret_files = match sysward_broker::secrets::SecretStore::load(&layout) {
+                Ok(store) => store.delivery_files(),
+                Err(e) => {
+                    eprintln!("warning: the secret store did not load ({e}): files that secrets are delivered to are not considered");
+                    Vec::new()
+                }
+            };
+            let engine = decide::engine_for_layout(&layout, &path, &policy, secret_files)?;
             let plan = decide::plan_for_explain(&command, shell, &layout.state_dir);
             let decision = decide::decide(&engine, &plan);
             println!("{}", sysward_policy::explain(&decision));

@@ -760,7 +760,12 @@ impl<'a> Session<'a> {
             return Ok(());
         }
         let loaded = Project::load_policy(&self.ctx.layout).and_then(|(path, policy, _)| {
-            let engine = crate::decide::engine_for_layout(&self.ctx.layout, &path, &policy)?;
+            let engine = crate::decide::engine_for_layout(
+                &self.ctx.layout,
+                &path,
+                &policy,
+                self.ctx.secrets.delivery_files(),
+            )?;
             Ok((path, policy, engine))
         });
         match loaded {
@@ -1382,6 +1387,12 @@ impl<'a> Session<'a> {
             Err(e) => return refused(&mut pending_audit, ToolStatus::Error, e.to_string()),
         };
         one_shot.confine(&mut spec);
+        let secret_file = crate::secret_files::delivered_file(&substituted);
+        if let Some(path) = &secret_file {
+            if let Err(message) = crate::secret_files::admit_delivery(&mut spec, path) {
+                return refused(&mut pending_audit, ToolStatus::Error, message);
+            }
+        }
         if !substituted.is_empty() {
             let _ = self.audit(json!({"event": "secrets_delivered", "session": self.id, "deliveries": substituted}));
         }
@@ -1555,7 +1566,12 @@ impl<'a> Session<'a> {
                 notes.push(outcome.error.unwrap_or_default());
             }
             Ending::FileOp => match outcome.file_result {
-                Some(Ok((text, c))) => {
+                Some(Ok((text, mut c))) => {
+                    if secret_file.is_some() {
+                        if let Some(c) = c.as_mut() {
+                            crate::secret_files::conceal_change(c);
+                        }
+                    }
                     result.message = match &c {
                         Some(c) => format!("{text}\n{}", crate::record::change_for_model(c)),
                         None => text,

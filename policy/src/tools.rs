@@ -17,6 +17,11 @@ pub enum Access {
     Read,
     /// Writes every target by atomic rename (parent directory written).
     Write,
+    /// Changes every target's current content (an edit, an append, a patch):
+    /// written as [`Access::Write`], and the never-readable paths apply to it
+    /// too, since its result shows what it read (the outside-project read flag
+    /// does not: editing a file there is judged as writing it).
+    ReadWrite,
     /// Reads targets[0], writes targets[1].
     Copy,
     /// Moves targets[0] to targets[1].
@@ -70,9 +75,9 @@ pub const TOOL_CATALOG: &[ToolSpec] = &[
     t("find_program", Category::ReadOnly, Risk::Safe, Access::None),
     t("ask_secret", Category::ReadOnly, Risk::Low, Access::None),
     t("write_file", Category::Write, Risk::Low, Access::Write),
-    t("edit_file", Category::Write, Risk::Low, Access::Write),
-    t("append_file", Category::Write, Risk::Low, Access::Write),
-    t("apply_patch", Category::Write, Risk::Low, Access::Write),
+    t("edit_file", Category::Write, Risk::Low, Access::ReadWrite),
+    t("append_file", Category::Write, Risk::Low, Access::ReadWrite),
+    t("apply_patch", Category::Write, Risk::Low, Access::ReadWrite),
     t("copy_file", Category::Write, Risk::Low, Access::Copy),
     t("move_file", Category::Write, Risk::Low, Access::Move),
     t("mkdir", Category::Write, Risk::Low, Access::Create),
@@ -103,6 +108,21 @@ pub fn spec(name: &str) -> Option<&'static ToolSpec> {
     TOOL_CATALOG.iter().find(|s| s.name == name)
 }
 
+/// What a file tool's effect reads of its write targets: all of them for an
+/// edit ([`Access::ReadWrite`]), none otherwise.
+pub fn edited_targets(e: &Effect) -> Vec<&Target> {
+    let edits = e.file_tool
+        && e.argv
+            .first()
+            .and_then(|n| spec(n))
+            .is_some_and(|s| s.access == Access::ReadWrite);
+    if edits {
+        e.writes.iter().map(|(t, _)| t).collect()
+    } else {
+        Vec::new()
+    }
+}
+
 /// The effect of one tool call.
 pub fn effect(name: &str, tp: &ToolPaths<'_>, facts: &dyn PathFacts) -> Option<Effect> {
     let s = spec(name)?;
@@ -128,6 +148,11 @@ pub fn effect(name: &str, tp: &ToolPaths<'_>, facts: &dyn PathFacts) -> Option<E
         Access::None => {}
         Access::Read => e.reads = targets.clone(),
         Access::Write => {
+            for t in &targets {
+                e.writes.push((t.clone(), WriteKind::Create));
+            }
+        }
+        Access::ReadWrite => {
             for t in &targets {
                 e.writes.push((t.clone(), WriteKind::Create));
             }
