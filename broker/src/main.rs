@@ -204,8 +204,12 @@ enum PolicyCommand {
     /// Print the effective policy of agent.md.
     Check {
         /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "file")]
         root: Option<PathBuf>,
+        /// Check this file as an agent.md instead (a candidate, before it
+        /// replaces the project's: Ansible's `validate:`).
+        #[arg(long)]
+        file: Option<PathBuf>,
     },
     /// Category, risk, decision, reason and profile for a command.
     Explain {
@@ -493,9 +497,12 @@ fn real_main() -> Result<i32> {
             sysward_broker::status::run(&layout_for(&root)?, root.is_some(), &socket, json)
         }
         Command::Policy {
-            command: PolicyCommand::Check { root },
+            command: PolicyCommand::Check { root, file },
         } => {
-            let (path, policy, warnings) = project::Project::load_policy(&layout_for(&root)?)?;
+            let (path, policy, warnings) = match file {
+                Some(file) => project::Project::load_policy_file(&file)?,
+                None => project::Project::load_policy(&layout_for(&root)?)?,
+            };
             for w in &warnings {
                 eprintln!("warning: {w}");
             }
