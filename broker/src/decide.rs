@@ -15,6 +15,7 @@ use sysward_ipc::exec::{
     WriteFileArgs, FILE_WRITE_MAX,
 };
 use sysward_ipc::profile::ConfinementProfile;
+use sysward_ipc::tools::Tool;
 use sysward_policy::{Category, Decision, Engine, HostFacts, PathFacts, Request, ToolPaths};
 
 pub type Verdict = Decision;
@@ -43,17 +44,31 @@ pub enum Plan {
 /// Decodes a tool request into the broker's plan. Unknown tools and malformed
 /// arguments are errors the model sees.
 pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, String> {
-    match req.tool.as_str() {
-        "exec" | "shell" => Ok(Plan::Command(tools::command_plan(
+    let Some(tool) = Tool::from_name(&req.tool) else {
+        return Err(format!(
+            "unknown tool {:?}: the broker runs only the tools it knows",
+            crate::sanitize::one_line(&req.tool, 64)
+        ));
+    };
+    match tool {
+        Tool::Exec | Tool::Shell => Ok(Plan::Command(tools::command_plan(
             &req.tool,
             &req.arguments,
             default_cwd,
         )?)),
-        "read_file" | "write_file" | "edit_file" | "append_file" | "copy_file" | "move_file"
-        | "remove_file" | "mkdir" | "list_dir" | "stat" | "chmod" | "chown" => {
-            file_plan(&req.tool, &req.arguments, default_cwd)
-        }
-        "system_info" => {
+        Tool::ReadFile
+        | Tool::WriteFile
+        | Tool::EditFile
+        | Tool::AppendFile
+        | Tool::CopyFile
+        | Tool::MoveFile
+        | Tool::RemoveFile
+        | Tool::Mkdir
+        | Tool::ListDir
+        | Tool::Stat
+        | Tool::Chmod
+        | Tool::Chown => file_plan(&req.tool, &req.arguments, default_cwd),
+        Tool::SystemInfo => {
             let _: serde_json::Map<String, serde_json::Value> =
                 serde_json::from_str(&req.arguments)
                     .map_err(|e| format!("invalid arguments for system_info: {e}"))?;
@@ -63,7 +78,7 @@ pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, 
                 default_cwd,
             ))
         }
-        "find_program" => {
+        Tool::FindProgram => {
             let a: FindProgramArgs = serde_json::from_str(&req.arguments)
                 .map_err(|e| format!("invalid arguments for find_program: {e}"))?;
             Ok(builtin(
@@ -72,10 +87,12 @@ pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, 
                 default_cwd,
             ))
         }
-        other => Err(format!(
-            "unknown tool {:?}: the broker runs only the tools it knows",
-            crate::sanitize::one_line(other, 64)
-        )),
+        // The agent keeps memoria.md itself (each change reaches the broker
+        // as its own audited request), and a secret is asked for by its own
+        // request kind: neither is an action.
+        Tool::Remember | Tool::Forget | Tool::AskSecret => {
+            Err(format!("{} is not an action the broker runs", tool.name()))
+        }
     }
 }
 
