@@ -18,8 +18,6 @@ use sysward_ipc::profile::ConfinementProfile;
 use sysward_ipc::tools::Tool;
 use sysward_policy::{Category, Decision, Engine, HostFacts, PathFacts, Request, ToolPaths};
 
-pub type Verdict = Decision;
-
 /// What the broker will do for one request.
 #[derive(Debug, Clone)]
 pub enum Plan {

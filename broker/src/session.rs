@@ -963,8 +963,8 @@ impl<'a> Session<'a> {
             );
         }
         *seen += 1;
-        let approved_by = match decision.verdict.as_str() {
-            "deny" => {
+        let approved_by = match &decision.verdict {
+            sysward_policy::Verdict::Deny { .. } => {
                 self.denials += 1;
                 let _ = self.audit(record);
                 return ToolResult::refused(
@@ -973,7 +973,7 @@ impl<'a> Session<'a> {
                     format!("denied by policy: {}. Do not try to work around this; choose another approach or report the blocker.", decision.reason),
                 );
             }
-            "ask" => {
+            sysward_policy::Verdict::Ask => {
                 let normalized = decision.normalized.clone();
                 let key = self.approval_key(&plan, &decision);
                 if self.session_allowed.contains(&normalized) {
@@ -1014,7 +1014,7 @@ impl<'a> Session<'a> {
         let mut executed = false;
         let mut action_ran = false;
         let result = if self.dry_run && !crate::decide::runs_in_dry_run(decision.category) {
-            ToolResult::refused(
+            ToolResult::message(
                 &call_id,
                 ToolStatus::Ok,
                 format!(
@@ -1099,7 +1099,7 @@ impl<'a> Session<'a> {
                         let mut r = record("stored");
                         r["bytes"] = json!(bytes);
                         let _ = self.audit(r);
-                        ToolResult::refused(
+                        ToolResult::message(
                             call_id,
                             ToolStatus::Ok,
                             format!("stored for this session; use {} exactly as a whole argument/value where its scope allows: {}", crate::secrets::placeholder(&name), scope.lines().join("; ")),
@@ -1127,7 +1127,7 @@ impl<'a> Session<'a> {
     fn approval_key(
         &self,
         plan: &crate::decide::Plan,
-        decision: &crate::decide::Verdict,
+        decision: &sysward_policy::Decision,
     ) -> String {
         let profile = decision
             .profile
@@ -1141,7 +1141,7 @@ impl<'a> Session<'a> {
     fn ask(
         &mut self,
         plan: &crate::decide::Plan,
-        decision: &crate::decide::Verdict,
+        decision: &sysward_policy::Decision,
     ) -> Result<String, Box<ToolResult>> {
         if self.pending >= MAX_PENDING_APPROVALS {
             self.denials += 1;
@@ -1314,7 +1314,7 @@ impl<'a> Session<'a> {
         &mut self,
         call_id: &str,
         plan: &crate::decide::Plan,
-        decision: &crate::decide::Verdict,
+        decision: &sysward_policy::Decision,
         start_record: serde_json::Value,
     ) -> (ToolResult, Option<FileChange>, bool) {
         let refused =
@@ -1511,7 +1511,7 @@ impl<'a> Session<'a> {
             }
             crate::stale_temps::clear(&self.ctx.layout);
         }
-        let mut result = ToolResult::refused(call_id, ToolStatus::Ok, String::new());
+        let mut result = ToolResult::message(call_id, ToolStatus::Ok, String::new());
         result.duration_ms = outcome.duration.as_millis() as u64;
         result.stdout = outcome.stdout.text;
         result.stderr = outcome.stderr.text;
