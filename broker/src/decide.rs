@@ -2,8 +2,6 @@
 //! broker's canonical plan of what will run, the engine's decision about it, and
 //! the executor spec built from the plan (never from the request).
 
-use crate::project::Project;
-use crate::session::BrokerContext;
 use crate::tools::{self, CommandPlan};
 use anyhow::Result;
 use serde::Deserialize;
@@ -579,16 +577,6 @@ pub fn decide(engine: &Engine, plan: &Plan) -> Decision {
             engine.decide(&Request::Tool { name: tool, paths }, &HostPaths)
         }
     }
-}
-
-/// The policy engine for one session, with this host's facts.
-pub fn engine(ctx: &BrokerContext, project: &Project) -> Result<Engine> {
-    engine_for_layout(
-        &ctx.layout,
-        &project.agent_md_path,
-        &project.policy,
-        ctx.secrets.delivery_files(),
-    )
 }
 
 /// What `sysward policy explain` decides about: a shell script when asked (or

@@ -26,6 +26,7 @@ pub mod pre_approvals;
 pub mod project;
 pub mod record;
 pub mod redact;
+pub mod render;
 pub mod retry;
 pub mod sanitize;
 pub mod seal;

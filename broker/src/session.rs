@@ -407,7 +407,7 @@ impl<'a> Session<'a> {
         }
         let agent_account = spawn::account(&project.conf.agent_user)?;
         let model_account = spawn::account(&project.conf.model_user)?;
-        let engine = Arc::new(crate::decide::engine(ctx, &project)?);
+        let engine = Arc::new(session_engine(ctx, &project)?);
         let mut secrets = SessionSecrets::new(Arc::clone(&ctx.secrets));
         if !project.conf.api_key.is_empty() {
             secrets.add_redaction("API_KEY", &project.conf.api_key, &project.conf.masked_key());
@@ -1672,4 +1672,14 @@ impl Drop for Session<'_> {
 
 pub fn default_cwd(layout: &Layout) -> &Path {
     &layout.state_dir
+}
+
+/// The policy engine for one session, with this host's facts.
+fn session_engine(ctx: &BrokerContext, project: &Project) -> Result<sysward_policy::Engine> {
+    crate::decide::engine_for_layout(
+        &ctx.layout,
+        &project.agent_md_path,
+        &project.policy,
+        ctx.secrets.delivery_files(),
+    )
 }
