@@ -540,7 +540,7 @@ impl Session {
                 RefusalKind::UnknownTool,
                 "unknown tool",
             )?;
-            let names: Vec<&str> = tools::TOOLS.iter().map(|t| t.name).collect();
+            let names: Vec<&str> = tools::TOOLS.iter().map(|t| t.name()).collect();
             return Ok(refuse(
                 &id,
                 &p.tool,
@@ -551,21 +551,21 @@ impl Session {
             Ok(a) => a,
             Err(e) => {
                 let msg = format!("malformed tool call: {e}");
-                self.refused_event(&id, meta.name, &p.arguments, RefusalKind::Malformed, &msg)?;
-                return Ok(refuse(&id, meta.name, &msg));
+                self.refused_event(&id, meta.name(), &p.arguments, RefusalKind::Malformed, &msg)?;
+                return Ok(refuse(&id, meta.name(), &msg));
             }
         };
-        let key = call_key(meta.name, &args);
-        let summary = tools::summary(meta.name, &args);
+        let key = call_key(meta.name(), &args);
+        let summary = tools::summary(meta.name(), &args);
         if guard.precheck(key) {
             let msg = "this exact call already failed twice the same way; it was not run again. Change approach.";
             let verdict = guard.record_refusal(key);
             self.link
                 .warn(format!("refused repeated failing call: {summary}"))?;
-            self.refused_event(&id, meta.name, &p.arguments, RefusalKind::Loop, msg)?;
+            self.refused_event(&id, meta.name(), &p.arguments, RefusalKind::Loop, msg)?;
             return Ok(Done {
                 verdict,
-                ..refuse(&id, meta.name, msg)
+                ..refuse(&id, meta.name(), msg)
             });
         }
         self.link.event(AgentEvent::ToolStart {
@@ -576,7 +576,7 @@ impl Session {
             let r = self.local_tool(&req_id, meta, &args)?;
             self.link.event(AgentEvent::MemoryEdit {
                 call_id: req_id.clone(),
-                tool: meta.name.to_string(),
+                tool: meta.name().to_string(),
                 arguments: crate::redact::redact(&Value::Object(args.clone()).to_string()).text,
                 status: r.status,
                 message: crate::redact::redact(&r.message).text,
@@ -586,7 +586,7 @@ impl Session {
             let arguments = Value::Object(args.clone()).to_string();
             match self.link.tool(ToolRequest {
                 call_id: req_id.clone(),
-                tool: meta.name.to_string(),
+                tool: meta.name().to_string(),
                 arguments,
             }) {
                 Ok(r) => r,
@@ -627,14 +627,14 @@ impl Session {
         );
         let share = budget.share(calls_in_step);
         let text = if budget.exhausted() || share < 300 {
-            observe::render_minimal(meta.name, &result)
+            observe::render_minimal(meta.name(), &result)
         } else {
-            let o = observe::render(meta.name, &summary, &result, share);
+            let o = observe::render(meta.name(), &summary, &result, share);
             if o.redactions > 0 {
                 self.redactions += u64::from(o.redactions);
                 self.link.warn(format!(
                     "{} credential-like value(s) masked in the output of {} before it reached the model",
-                    o.redactions, meta.name
+                    o.redactions, meta.name()
                 ))?;
             }
             o.text
@@ -683,7 +683,7 @@ impl Session {
         self.reload_memory()?;
         let s = |k: &str| args.get(k).and_then(Value::as_str);
         let b = |k: &str| args.get(k).and_then(Value::as_bool).unwrap_or(false);
-        let outcome = match meta.name {
+        let outcome = match meta.name() {
             "remember" => {
                 let facts: Vec<String> = args
                     .get("facts")

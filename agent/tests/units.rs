@@ -78,7 +78,7 @@ fn think_inside_content_hides_calls_in_it() {
 
 #[test]
 fn one_record_per_tool_drives_schema_and_text() {
-    let names: Vec<&str> = TOOLS.iter().map(|t| t.name).collect();
+    let names: Vec<&str> = TOOLS.iter().map(|t| t.name()).collect();
     for want in [
         "exec",
         "shell",
@@ -113,7 +113,7 @@ fn one_record_per_tool_drives_schema_and_text() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|s| s["function"]["name"] == t.name)
+            .find(|s| s["function"]["name"] == t.name())
             .unwrap();
         let props = s["function"]["parameters"]["properties"]
             .as_object()
@@ -123,7 +123,7 @@ fn one_record_per_tool_drives_schema_and_text() {
             assert!(props.contains_key(p.name));
             assert!(text.contains(p.name));
         }
-        assert!(text.contains(&format!("- {}(", t.name)));
+        assert!(text.contains(&format!("- {}(", t.name())));
     }
     // Compact: no parameter descriptions, no `reason`, no CLI-only tool in
     // tasks mode; every required parameter is still described.
@@ -141,7 +141,7 @@ fn one_record_per_tool_drives_schema_and_text() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|s| s["function"]["name"] == t.name)
+            .find(|s| s["function"]["name"] == t.name())
         else {
             // Left out of compact prompts: a program does the same via exec.
             assert!(
@@ -156,9 +156,9 @@ fn one_record_per_tool_drives_schema_and_text() {
                     "append_file",
                     "ask_secret"
                 ]
-                .contains(&t.name),
+                .contains(&t.name()),
                 "{} missing from the compact tools",
-                t.name
+                t.name()
             );
             continue;
         };

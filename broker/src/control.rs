@@ -215,13 +215,13 @@ impl Operator for RemoteOperator {
         // sanitizes what it renders itself (prompts, summaries).
         let event = match event {
             AgentEvent::Answer(t) => {
-                AgentEvent::Answer(crate::sanitize::for_terminal(t, crate::operator::MAX_SHOWN))
+                AgentEvent::Answer(crate::sanitize::for_terminal(t, crate::render::MAX_SHOWN))
             }
             AgentEvent::Info(t) => {
-                AgentEvent::Info(crate::sanitize::for_terminal(t, crate::operator::MAX_SHOWN))
+                AgentEvent::Info(crate::sanitize::for_terminal(t, crate::render::MAX_SHOWN))
             }
             AgentEvent::Warning(t) => {
-                AgentEvent::Warning(crate::sanitize::for_terminal(t, crate::operator::MAX_SHOWN))
+                AgentEvent::Warning(crate::sanitize::for_terminal(t, crate::render::MAX_SHOWN))
             }
             other => other.clone(),
         };

@@ -2,8 +2,6 @@
 //! broker's canonical plan of what will run, the engine's decision about it, and
 //! the executor spec built from the plan (never from the request).
 
-use crate::project::Project;
-use crate::session::BrokerContext;
 use crate::tools::{self, CommandPlan};
 use anyhow::Result;
 use serde::Deserialize;
@@ -15,9 +13,8 @@ use sysward_ipc::exec::{
     WriteFileArgs, FILE_WRITE_MAX,
 };
 use sysward_ipc::profile::ConfinementProfile;
+use sysward_ipc::tools::Tool;
 use sysward_policy::{Category, Decision, Engine, HostFacts, PathFacts, Request, ToolPaths};
-
-pub type Verdict = Decision;
 
 /// What the broker will do for one request.
 #[derive(Debug, Clone)]
@@ -43,17 +40,31 @@ pub enum Plan {
 /// Decodes a tool request into the broker's plan. Unknown tools and malformed
 /// arguments are errors the model sees.
 pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, String> {
-    match req.tool.as_str() {
-        "exec" | "shell" => Ok(Plan::Command(tools::command_plan(
+    let Some(tool) = Tool::from_name(&req.tool) else {
+        return Err(format!(
+            "unknown tool {:?}: the broker runs only the tools it knows",
+            crate::sanitize::one_line(&req.tool, 64)
+        ));
+    };
+    match tool {
+        Tool::Exec | Tool::Shell => Ok(Plan::Command(tools::command_plan(
             &req.tool,
             &req.arguments,
             default_cwd,
         )?)),
-        "read_file" | "write_file" | "edit_file" | "append_file" | "copy_file" | "move_file"
-        | "remove_file" | "mkdir" | "list_dir" | "stat" | "chmod" | "chown" => {
-            file_plan(&req.tool, &req.arguments, default_cwd)
-        }
-        "system_info" => {
+        Tool::ReadFile
+        | Tool::WriteFile
+        | Tool::EditFile
+        | Tool::AppendFile
+        | Tool::CopyFile
+        | Tool::MoveFile
+        | Tool::RemoveFile
+        | Tool::Mkdir
+        | Tool::ListDir
+        | Tool::Stat
+        | Tool::Chmod
+        | Tool::Chown => file_plan(&req.tool, &req.arguments, default_cwd),
+        Tool::SystemInfo => {
             let _: serde_json::Map<String, serde_json::Value> =
                 serde_json::from_str(&req.arguments)
                     .map_err(|e| format!("invalid arguments for system_info: {e}"))?;
@@ -63,7 +74,7 @@ pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, 
                 default_cwd,
             ))
         }
-        "find_program" => {
+        Tool::FindProgram => {
             let a: FindProgramArgs = serde_json::from_str(&req.arguments)
                 .map_err(|e| format!("invalid arguments for find_program: {e}"))?;
             Ok(builtin(
@@ -72,10 +83,12 @@ pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, 
                 default_cwd,
             ))
         }
-        other => Err(format!(
-            "unknown tool {:?}: the broker runs only the tools it knows",
-            crate::sanitize::one_line(other, 64)
-        )),
+        // The agent keeps memoria.md itself (each change reaches the broker
+        // as its own audited request), and a secret is asked for by its own
+        // request kind: neither is an action.
+        Tool::Remember | Tool::Forget | Tool::AskSecret => {
+            Err(format!("{} is not an action the broker runs", tool.name()))
+        }
     }
 }
 
@@ -566,11 +579,6 @@ pub fn decide(engine: &Engine, plan: &Plan) -> Decision {
     }
 }
 
-/// The policy engine for one session, with this host's facts.
-pub fn engine(ctx: &BrokerContext, project: &Project) -> Result<Engine> {
-    engine_for_layout(&ctx.layout, &project.agent_md_path, &project.policy)
-}
-
 /// What `sysward policy explain` decides about: a shell script when asked (or
 /// when the command is one word with spaces), else an argv.
 pub fn plan_for_explain(command: &[String], shell: bool, cwd: &Path) -> Plan {
@@ -590,10 +598,13 @@ pub fn plan_for_explain(command: &[String], shell: bool, cwd: &Path) -> Plan {
     })
 }
 
+/// `secret_files`: where `file PATH` scopes deliver secrets
+/// ([`crate::secrets::SecretStore::delivery_files`]); no action reads them.
 pub fn engine_for_layout(
     layout: &crate::project::Layout,
     agent_md_path: &Path,
     policy: &sysward_policy::PolicyBlock,
+    secret_files: Vec<PathBuf>,
 ) -> Result<Engine> {
     let bin_dir = crate::spawn::helper_dir()?;
     let mut protected = vec![
@@ -647,6 +658,7 @@ pub fn engine_for_layout(
         scratch_dir: layout.tmp_dir(),
         protected,
         secrets_dir: layout.secrets_dir.clone(),
+        secret_files,
         action_uid: 0,
         action_gid: 0,
     };

@@ -210,8 +210,12 @@ enum PolicyCommand {
     /// Print the effective policy of agent.md.
     Check {
         /// Project directory (standalone, no daemon); default /etc/sysward + /var/lib/sysward.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "file")]
         root: Option<PathBuf>,
+        /// Check this file as an agent.md instead (a candidate, before it
+        /// replaces the project's: Ansible's `validate:`).
+        #[arg(long)]
+        file: Option<PathBuf>,
     },
     /// Category, risk, decision, reason and profile for a command.
     Explain {
@@ -499,9 +503,12 @@ fn real_main() -> Result<i32> {
             sysward_broker::status::run(&layout_for(&root)?, root.is_some(), &socket, json)
         }
         Command::Policy {
-            command: PolicyCommand::Check { root },
+            command: PolicyCommand::Check { root, file },
         } => {
-            let (path, policy, warnings) = project::Project::load_policy(&layout_for(&root)?)?;
+            let (path, policy, warnings) = match file {
+                Some(file) => project::Project::load_policy_file(&file)?,
+                None => project::Project::load_policy(&layout_for(&root)?)?,
+            };
             for w in &warnings {
                 eprintln!("warning: {w}");
             }
@@ -519,7 +526,16 @@ fn real_main() -> Result<i32> {
         } => {
             let layout = layout_for(&root)?;
             let (path, policy, _) = project::Project::load_policy(&layout)?;
-            let engine = decide::engine_for_layout(&layout, &path, &policy)?;
+            // Secret files are judged as the session judges them; a store
+            // that does not load (not root) leaves them out, and says so.
+            let secret_files = match sysward_broker::secrets::SecretStore::load(&layout) {
+                Ok(store) => store.delivery_files(),
+                Err(e) => {
+                    eprintln!("warning: the secret store did not load ({e}): files that secrets are delivered to are not considered");
+                    Vec::new()
+                }
+            };
+            let engine = decide::engine_for_layout(&layout, &path, &policy, secret_files)?;
             let plan = decide::plan_for_explain(&command, shell, &layout.state_dir);
             let decision = decide::decide(&engine, &plan);
             println!("{}", sysward_policy::explain(&decision));

@@ -144,6 +144,19 @@ impl Project {
         Ok((path, parsed.block, warnings))
     }
 
+    /// [`Project::load_policy`] of one file, wherever it lies (a candidate
+    /// agent.md checked before it is installed).
+    pub fn load_policy_file(
+        path: &Path,
+    ) -> Result<(PathBuf, sysward_policy::PolicyBlock, Vec<String>)> {
+        let mut warnings = Vec::new();
+        let text = read_checked(path, MAX_INSTRUCTION_FILE, &mut warnings)?;
+        let parsed = sysward_policy::parse_agent_md(&text)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        warnings.extend(parsed.warnings);
+        Ok((path.to_path_buf(), parsed.block, warnings))
+    }
+
     /// The task files in run order (seed: `*.md` directly in the project except
     /// agent.md, memoria.md, README.md; TASK_ORDER or lexicographic; symlinks out
     /// of the project ignored with a warning).

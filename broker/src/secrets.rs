@@ -952,6 +952,9 @@ pub struct Substitution {
     /// `argv[2]`, `env PGPASSWORD`, `stdin`, `file /etc/app/pw`.
     pub delivery: String,
     pub program: Option<String>,
+    /// The file a `file PATH` grant delivered to (`write_file`).
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
 }
 
 /// The secrets one session can use: the broker's store plus what the operator
@@ -1325,7 +1328,8 @@ impl SessionSecrets {
                     },
                 )?
                 .to_string();
-            let record = sub(name, format!("file {}", normalized.display()), None);
+            let mut record = sub(name, format!("file {}", normalized.display()), None);
+            record.file = Some(normalized);
             *content = value;
             return Ok(vec![record]);
         }
@@ -1480,6 +1484,7 @@ fn sub(name: &str, delivery: String, program: Option<&Path>) -> Substitution {
         name: name.to_string(),
         delivery,
         program: program.map(|p| p.display().to_string()),
+        file: None,
     }
 }
 

@@ -428,7 +428,7 @@ impl<'a> Session<'a> {
         }
         let agent_account = spawn::account(&project.conf.agent_user)?;
         let model_account = spawn::account(&project.conf.model_user)?;
-        let engine = Arc::new(crate::decide::engine(ctx, &project)?);
+        let engine = Arc::new(session_engine(ctx, &project)?);
         let mut secrets = SessionSecrets::new(Arc::clone(&ctx.secrets));
         if !project.conf.api_key.is_empty() {
             secrets.add_redaction("API_KEY", &project.conf.api_key, &project.conf.masked_key());
@@ -788,7 +788,12 @@ impl<'a> Session<'a> {
             return Ok(());
         }
         let loaded = Project::load_policy(&self.ctx.layout).and_then(|(path, policy, _)| {
-            let engine = crate::decide::engine_for_layout(&self.ctx.layout, &path, &policy)?;
+            let engine = crate::decide::engine_for_layout(
+                &self.ctx.layout,
+                &path,
+                &policy,
+                self.ctx.secrets.delivery_files(),
+            )?;
             Ok((path, policy, engine))
         });
         match loaded {
@@ -986,8 +991,8 @@ impl<'a> Session<'a> {
             );
         }
         *seen += 1;
-        let approved_by = match decision.verdict.as_str() {
-            "deny" => {
+        let approved_by = match &decision.verdict {
+            sysward_policy::Verdict::Deny { .. } => {
                 self.denials += 1;
                 let _ = self.audit(record);
                 return ToolResult::refused(
@@ -996,7 +1001,7 @@ impl<'a> Session<'a> {
                     format!("denied by policy: {}. Do not try to work around this; choose another approach or report the blocker.", decision.reason),
                 );
             }
-            "ask" => {
+            sysward_policy::Verdict::Ask => {
                 let normalized = decision.normalized.clone();
                 let key = self.approval_key(&plan, &decision);
                 if self.session_allowed.contains(&normalized) {
@@ -1037,7 +1042,7 @@ impl<'a> Session<'a> {
         let mut executed = false;
         let mut action_ran = false;
         let result = if self.dry_run && !crate::decide::runs_in_dry_run(decision.category) {
-            ToolResult::refused(
+            ToolResult::message(
                 &call_id,
                 ToolStatus::Ok,
                 format!(
@@ -1122,7 +1127,7 @@ impl<'a> Session<'a> {
                         let mut r = record("stored");
                         r["bytes"] = json!(bytes);
                         let _ = self.audit(r);
-                        ToolResult::refused(
+                        ToolResult::message(
                             call_id,
                             ToolStatus::Ok,
                             format!("stored for this session; use {} exactly as a whole argument/value where its scope allows: {}", crate::secrets::placeholder(&name), scope.lines().join("; ")),
@@ -1150,7 +1155,7 @@ impl<'a> Session<'a> {
     fn approval_key(
         &self,
         plan: &crate::decide::Plan,
-        decision: &crate::decide::Verdict,
+        decision: &sysward_policy::Decision,
     ) -> String {
         let profile = decision
             .profile
@@ -1164,7 +1169,7 @@ impl<'a> Session<'a> {
     fn ask(
         &mut self,
         plan: &crate::decide::Plan,
-        decision: &crate::decide::Verdict,
+        decision: &sysward_policy::Decision,
     ) -> Result<String, Box<ToolResult>> {
         if self.pending >= MAX_PENDING_APPROVALS {
             self.denials += 1;
@@ -1337,7 +1342,7 @@ impl<'a> Session<'a> {
         &mut self,
         call_id: &str,
         plan: &crate::decide::Plan,
-        decision: &crate::decide::Verdict,
+        decision: &sysward_policy::Decision,
         start_record: serde_json::Value,
     ) -> (ToolResult, Option<FileChange>, bool) {
         let refused =
@@ -1410,6 +1415,12 @@ impl<'a> Session<'a> {
             Err(e) => return refused(&mut pending_audit, ToolStatus::Error, e.to_string()),
         };
         one_shot.confine(&mut spec);
+        let secret_file = crate::secret_files::delivered_file(&substituted);
+        if let Some(path) = &secret_file {
+            if let Err(message) = crate::secret_files::admit_delivery(&mut spec, path) {
+                return refused(&mut pending_audit, ToolStatus::Error, message);
+            }
+        }
         if !substituted.is_empty() {
             let _ = self.audit(json!({"event": "secrets_delivered", "session": self.id, "deliveries": substituted}));
         }
@@ -1528,7 +1539,7 @@ impl<'a> Session<'a> {
             }
             crate::stale_temps::clear(&self.ctx.layout);
         }
-        let mut result = ToolResult::refused(call_id, ToolStatus::Ok, String::new());
+        let mut result = ToolResult::message(call_id, ToolStatus::Ok, String::new());
         result.duration_ms = outcome.duration.as_millis() as u64;
         result.stdout = outcome.stdout.text;
         result.stderr = outcome.stderr.text;
@@ -1583,7 +1594,12 @@ impl<'a> Session<'a> {
                 notes.push(outcome.error.unwrap_or_default());
             }
             Ending::FileOp => match outcome.file_result {
-                Some(Ok((text, c))) => {
+                Some(Ok((text, mut c))) => {
+                    if secret_file.is_some() {
+                        if let Some(c) = c.as_mut() {
+                            crate::secret_files::conceal_change(c);
+                        }
+                    }
                     result.message = match &c {
                         Some(c) => format!("{text}\n{}", crate::record::change_for_model(c)),
                         None => text,
@@ -1684,4 +1700,14 @@ impl Drop for Session<'_> {
 
 pub fn default_cwd(layout: &Layout) -> &Path {
     &layout.state_dir
+}
+
+/// The policy engine for one session, with this host's facts.
+fn session_engine(ctx: &BrokerContext, project: &Project) -> Result<sysward_policy::Engine> {
+    crate::decide::engine_for_layout(
+        &ctx.layout,
+        &project.agent_md_path,
+        &project.policy,
+        ctx.secrets.delivery_files(),
+    )
 }

@@ -12,7 +12,7 @@
 //! at start is put back at exit whatever the way out (an `atexit` hook: the
 //! signal thread ends the process with `exit(130)` on a second Ctrl+C).
 
-use crate::operator::MAX_SHOWN;
+use crate::render::MAX_SHOWN;
 use crate::sanitize;
 use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
@@ -728,7 +728,7 @@ impl Screen {
 
     pub fn event(&self, event: &AgentEvent) {
         if self.json {
-            self.print(&crate::operator::event_json(event).to_string());
+            self.print(&crate::render::event_json(event).to_string());
             return;
         }
         let st = self.style;
@@ -738,7 +738,7 @@ impl Screen {
                 self.lock().step = Some((*step, *max));
                 self.busy();
                 if !self.spinner {
-                    if let Some(text) = crate::operator::render_event(event) {
+                    if let Some(text) = crate::render::render_event(event) {
                         self.print(&text);
                     }
                 }
@@ -815,12 +815,12 @@ impl Screen {
                 &format!("warning: {}", sanitize::for_terminal(t, MAX_SHOWN)),
             )),
             AgentEvent::TaskStart { .. } | AgentEvent::TaskSkipped { .. } => {
-                if let Some(text) = crate::operator::render_event(event) {
+                if let Some(text) = crate::render::render_event(event) {
                     self.print(&st.bold(&text));
                 }
             }
             other => {
-                if let Some(text) = crate::operator::render_event(other) {
+                if let Some(text) = crate::render::render_event(other) {
                     self.print(&text);
                 }
             }
@@ -830,7 +830,7 @@ impl Screen {
     pub fn finished(&self, summary: &SessionSummary) {
         self.idle();
         if self.json {
-            self.print(&crate::operator::summary_json(summary).to_string());
+            self.print(&crate::render::summary_json(summary).to_string());
             return;
         }
         let st = self.style;

@@ -12,7 +12,12 @@
 //! The containers share this machine's network namespace (so a scripted
 //! model on this machine's loopback and the Debian archive are reachable from
 //! inside) and run with every capability and without nspawn's own seccomp
-//! filter, which the broker's confinement of its children needs.
+//! filter, which the broker's confinement of its children needs — except the
+//! two whose effect is not namespaced: CAP_SYS_TIME (a container's
+//! `timedatectl set-timezone` makes the kernel warp this machine's clock by
+//! the zone's offset, once per boot; `date -s` sets it outright) and
+//! CAP_SYS_MODULE (loading or unloading this machine's kernel modules).
+//! Neither the containers nor the commands run in them hold those.
 //!
 //! When the base is missing or the kernel refuses nspawn the tests skip with
 //! a loud notice, unless `SYSWARD_REQUIRE_HOSTS=1` (CI), when they fail.
@@ -24,6 +29,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+/// Capabilities no container and no command run in one may hold (their
+/// effect reaches this machine), as nspawn and setpriv spell them.
+const HOST_WIDE_CAPS_NSPAWN: &str = "--drop-capability=CAP_SYS_TIME,CAP_SYS_MODULE";
+const HOST_WIDE_CAPS_SETPRIV: &str = "--bounding-set=-sys_time,-sys_module";
 
 /// The PATH commands in a container run with.
 const CONTAINER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -440,9 +450,9 @@ impl Host {
         if !is_root() {
             return Err(unavail("not root", "run as root"));
         }
-        if !in_path("systemd-nspawn") || !in_path("nsenter") {
+        if !in_path("systemd-nspawn") || !in_path("nsenter") || !in_path("setpriv") {
             return Err(unavail(
-                "systemd-nspawn or nsenter is not installed",
+                "systemd-nspawn, nsenter or setpriv is not installed",
                 "apt-get install -y debootstrap systemd-container util-linux",
             ));
         }
@@ -540,6 +550,7 @@ impl Host {
                 "-q",
                 "--link-journal=no",
                 "--capability=all",
+                HOST_WIDE_CAPS_NSPAWN,
             ])
             .arg(format!("--machine={name}"))
             .arg("-D")
@@ -693,8 +704,10 @@ impl Host {
     /// A command to run in the container's namespaces, root directory and
     /// working directory, with a clean environment.
     pub fn command(&self, argv: &[&str]) -> Command {
-        let mut cmd = Command::new("nsenter");
-        cmd.args(["-t", &self.pid1().to_string(), "-a", "--"])
+        // nsenter keeps this machine's capabilities, not the container's.
+        let mut cmd = Command::new("setpriv");
+        cmd.args([HOST_WIDE_CAPS_SETPRIV, "--", "nsenter"])
+            .args(["-t", &self.pid1().to_string(), "-a", "--"])
             .args(argv)
             .env_clear()
             .env("PATH", CONTAINER_PATH)

@@ -134,7 +134,14 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
+    /// A refusal: a status and the reason, nothing ran.
     pub fn refused(call_id: &str, status: ToolStatus, message: impl Into<String>) -> Self {
+        ToolResult::message(call_id, status, message)
+    }
+
+    /// A result with a message and no output yet: the answer of a step that
+    /// ran nothing (a dry run, a stored secret), or one being filled in.
+    pub fn message(call_id: &str, status: ToolStatus, message: impl Into<String>) -> Self {
         ToolResult {
             call_id: call_id.to_string(),
             status,

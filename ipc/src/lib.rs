@@ -22,6 +22,7 @@ pub mod model;
 pub mod operator;
 pub mod peer;
 pub mod profile;
+pub mod tools;
 
 pub use channel::{Channel, ChannelError};
 pub use codec::{CodecError, Header, Message, PROTOCOL_VERSION};

@@ -207,8 +207,14 @@ fn path_rules(
             ));
         }
     }
-    // Reads.
-    for t in &e.reads {
+    // Reads, and what an edit reads of the files it changes.
+    let edited = crate::tools::edited_targets(e);
+    for (t, edit) in e
+        .reads
+        .iter()
+        .map(|t| (t, false))
+        .chain(edited.into_iter().map(|t| (t, true)))
+    {
         if matches!(t, Target::Unresolved) {
             continue;
         }
@@ -233,7 +239,11 @@ fn path_rules(
                 ));
             }
         }
-        if !block.allow_outside_project_read && !inside_workspace(t, facts) && !is_system_state(t) {
+        if !edit
+            && !block.allow_outside_project_read
+            && !inside_workspace(t, facts)
+            && !is_system_state(t)
+        {
             return Err(deny(
                 e,
                 risk,

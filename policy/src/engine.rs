@@ -110,21 +110,7 @@ impl Engine {
                         name,
                     );
                 };
-                if spec.web && !(self.block.allow_network && self.block.allow_web_research) {
-                    let flag = if self.block.allow_network {
-                        "ALLOW_WEB_RESEARCH"
-                    } else {
-                        "ALLOW_NETWORK"
-                    };
-                    let reason = format!("{name} researches the web ({flag}=false)");
-                    let mut d = self.refuse(Category::Network, &reason, flag, name);
-                    d.risk = spec.risk;
-                    return d;
-                }
-                match tools::effect(name, tp, paths) {
-                    Some(e) => self.conclude(vec![e], paths),
-                    None => self.refuse(Category::Unknown, "unknown tool", "tool catalog", name),
-                }
+                self.conclude(vec![tools::effect(spec, tp, paths)], paths)
             }
             Request::Exec {
                 argv,

@@ -16,6 +16,10 @@ pub struct HostFacts {
     pub protected: Vec<PathBuf>,
     /// Where secrets live; never readable by any action.
     pub secrets_dir: PathBuf,
+    /// Files that secret scopes let `write_file` deliver a value to (`file
+    /// PATH`): they stay on the host for the service that reads them, and no
+    /// action reads them (the delivering write is the broker's own).
+    pub secret_files: Vec<PathBuf>,
     pub action_uid: u32,
     pub action_gid: u32,
 }
@@ -38,6 +42,7 @@ impl HostFacts {
                 PathBuf::from("/run/sysward"),
             ],
             secrets_dir: PathBuf::from("/etc/sysward/secrets"),
+            secret_files: Vec::new(),
             action_uid,
             action_gid,
         }

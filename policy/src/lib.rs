@@ -34,5 +34,5 @@ pub use error::PolicyError;
 pub use facts::{HostFacts, LexicalPaths, PathFacts};
 pub use request::{Request, ToolPaths};
 pub use shell::limits::{MAX_OPENERS, MAX_SCRIPT_BYTES};
-pub use tools::{tool_names, Access, ToolSpec, TOOL_CATALOG};
+pub use tools::{catalog, tool_names, Access, ToolSpec};
 pub use types::{Category, Risk, Verdict};

@@ -465,6 +465,11 @@ pub fn read_protected(facts: &HostFacts) -> Vec<PathBuf> {
             v.push(p.clone());
         }
     }
+    for p in &facts.secret_files {
+        if !v.contains(p) {
+            v.push(p.clone());
+        }
+    }
     v
 }
 

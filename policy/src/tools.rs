@@ -7,6 +7,7 @@ use crate::paths::{self, Target};
 use crate::request::ToolPaths;
 use crate::shell::Arg;
 use crate::types::{Category, Risk};
+use sysward_ipc::tools::Tool;
 
 /// How a tool uses its target paths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +18,11 @@ pub enum Access {
     Read,
     /// Writes every target by atomic rename (parent directory written).
     Write,
+    /// Changes every target's current content (an edit, an append, a patch):
+    /// written as [`Access::Write`], and the never-readable paths apply to it
+    /// too, since its result shows what it read (the outside-project read flag
+    /// does not: editing a file there is judged as writing it).
+    ReadWrite,
     /// Reads targets[0], writes targets[1].
     Copy,
     /// Moves targets[0] to targets[1].
@@ -32,84 +38,75 @@ pub enum Access {
 /// One catalog entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ToolSpec {
-    pub name: &'static str,
+    pub tool: Tool,
     pub category: Category,
     pub risk: Risk,
     pub access: Access,
-    /// Needs ALLOW_WEB_RESEARCH as well as ALLOW_NETWORK.
-    pub web: bool,
 }
 
-const fn t(name: &'static str, category: Category, risk: Risk, access: Access) -> ToolSpec {
-    ToolSpec {
-        name,
+/// What each tool does, by an exhaustive match: a tool added to the shared
+/// list ([`Tool`]) does not compile until it has its entry here. None for the
+/// two tools that run commands (`exec`, `shell`), which are decided as the
+/// commands they run.
+pub fn catalog(tool: Tool) -> Option<ToolSpec> {
+    use Access as A;
+    use Category as C;
+    use Risk as R;
+    let (category, risk, access) = match tool {
+        Tool::Exec | Tool::Shell => return None,
+        Tool::ReadFile | Tool::ListDir | Tool::Stat => (C::ReadOnly, R::Safe, A::Read),
+        Tool::SystemInfo | Tool::FindProgram => (C::ReadOnly, R::Safe, A::None),
+        Tool::AskSecret => (C::ReadOnly, R::Low, A::None),
+        Tool::WriteFile => (C::Write, R::Low, A::Write),
+        Tool::EditFile | Tool::AppendFile => (C::Write, R::Low, A::ReadWrite),
+        Tool::CopyFile => (C::Write, R::Low, A::Copy),
+        Tool::MoveFile => (C::Write, R::Low, A::Move),
+        Tool::Mkdir => (C::Write, R::Low, A::Create),
+        Tool::RemoveFile => (C::Delete, R::High, A::Delete),
+        Tool::Chmod | Tool::Chown => (C::Admin, R::Medium, A::Attr),
+        Tool::Remember | Tool::Forget => (C::Write, R::Low, A::None),
+    };
+    Some(ToolSpec {
+        tool,
         category,
         risk,
         access,
-        web: false,
-    }
+    })
 }
 
-const fn w(name: &'static str) -> ToolSpec {
-    ToolSpec {
-        name,
-        category: Category::Network,
-        risk: Risk::Low,
-        access: Access::None,
-        web: true,
-    }
-}
-
-/// Every tool the broker knows, and its effect.
-pub const TOOL_CATALOG: &[ToolSpec] = &[
-    t("read_file", Category::ReadOnly, Risk::Safe, Access::Read),
-    t("list_dir", Category::ReadOnly, Risk::Safe, Access::Read),
-    t("stat", Category::ReadOnly, Risk::Safe, Access::Read),
-    t("diff_files", Category::ReadOnly, Risk::Safe, Access::Read),
-    t("system_info", Category::ReadOnly, Risk::Safe, Access::None),
-    t("find_program", Category::ReadOnly, Risk::Safe, Access::None),
-    t("ask_secret", Category::ReadOnly, Risk::Low, Access::None),
-    t("write_file", Category::Write, Risk::Low, Access::Write),
-    t("edit_file", Category::Write, Risk::Low, Access::Write),
-    t("append_file", Category::Write, Risk::Low, Access::Write),
-    t("apply_patch", Category::Write, Risk::Low, Access::Write),
-    t("copy_file", Category::Write, Risk::Low, Access::Copy),
-    t("move_file", Category::Write, Risk::Low, Access::Move),
-    t("mkdir", Category::Write, Risk::Low, Access::Create),
-    t("remove_file", Category::Delete, Risk::High, Access::Delete),
-    t("chmod", Category::Admin, Risk::Medium, Access::Attr),
-    t("chown", Category::Admin, Risk::Medium, Access::Attr),
-    t("remember", Category::Write, Risk::Low, Access::None),
-    t("forget", Category::Write, Risk::Low, Access::None),
-    t("register_tool", Category::Write, Risk::Low, Access::None),
-    w("web_search"),
-    w("web_fetch"),
-    w("cve_lookup"),
-    ToolSpec {
-        name: "download",
-        category: Category::Download,
-        risk: Risk::Medium,
-        access: Access::Write,
-        web: false,
-    },
-];
-
-/// The names in the catalog.
+/// The names of the tools the catalog judges.
 pub fn tool_names() -> Vec<&'static str> {
-    TOOL_CATALOG.iter().map(|s| s.name).collect()
+    Tool::ALL
+        .iter()
+        .filter_map(|t| catalog(*t))
+        .map(|s| s.tool.name())
+        .collect()
 }
 
-pub fn spec(name: &str) -> Option<&'static ToolSpec> {
-    TOOL_CATALOG.iter().find(|s| s.name == name)
+/// The catalog entry of the tool a request names.
+pub fn spec(name: &str) -> Option<ToolSpec> {
+    catalog(Tool::from_name(name)?)
+}
+
+/// What a file tool's effect reads of its write targets: all of them for an
+/// edit ([`Access::ReadWrite`]), none otherwise.
+pub fn edited_targets(e: &Effect) -> Vec<&Target> {
+    let edits = e.file_tool
+        && e.argv
+            .first()
+            .and_then(|n| spec(n))
+            .is_some_and(|s| s.access == Access::ReadWrite);
+    if edits {
+        e.writes.iter().map(|(t, _)| t).collect()
+    } else {
+        Vec::new()
+    }
 }
 
 /// The effect of one tool call.
-pub fn effect(name: &str, tp: &ToolPaths<'_>, facts: &dyn PathFacts) -> Option<Effect> {
-    let s = spec(name)?;
+pub fn effect(s: ToolSpec, tp: &ToolPaths<'_>, facts: &dyn PathFacts) -> Effect {
+    let name = s.tool.name();
     let mut e = Effect::new(s.category, s.risk, format!("{} ({})", name, s.category));
-    if s.category == Category::Network || s.category == Category::Download {
-        e.network = true;
-    }
     let cwd = if tp.cwd.is_absolute() {
         Some(tp.cwd)
     } else {
@@ -128,6 +125,11 @@ pub fn effect(name: &str, tp: &ToolPaths<'_>, facts: &dyn PathFacts) -> Option<E
         Access::None => {}
         Access::Read => e.reads = targets.clone(),
         Access::Write => {
+            for t in &targets {
+                e.writes.push((t.clone(), WriteKind::Create));
+            }
+        }
+        Access::ReadWrite => {
             for t in &targets {
                 e.writes.push((t.clone(), WriteKind::Create));
             }
@@ -179,5 +181,5 @@ pub fn effect(name: &str, tp: &ToolPaths<'_>, facts: &dyn PathFacts) -> Option<E
     if tp.recursive {
         e.text.push_str(" (recursive)");
     }
-    Some(e)
+    e
 }

@@ -432,6 +432,8 @@ fn tools_come_from_the_catalog() {
         &LexicalPaths,
     );
     assert!(d.verdict.is_deny(), "{d:?}");
+    // The catalog judges exactly the shared tool list: a tool no process
+    // implements (web research before it exists) is unknown here too.
     let web = engine("ALLOW_NETWORK=true\nALLOW_WEB_RESEARCH=true");
     let d = web.decide(
         &Request::Tool {
@@ -440,9 +442,14 @@ fn tools_come_from_the_catalog() {
         },
         &LexicalPaths,
     );
-    assert_eq!(d.verdict, Verdict::Allow);
-    assert!(d.profile.unwrap().network);
-    assert!(sysward_policy::tool_names().contains(&"apply_patch"));
+    assert!(d.verdict.is_deny(), "{d:?}");
+    assert_eq!(d.source, "tool catalog");
+    let shared: Vec<&str> = sysward_ipc::tools::Tool::ALL
+        .iter()
+        .map(|t| t.name())
+        .filter(|n| *n != "exec" && *n != "shell")
+        .collect();
+    assert_eq!(sysward_policy::tool_names(), shared);
 }
 
 #[test]
@@ -533,6 +540,7 @@ fn scratch_inside_a_protected_state_dir_stays_usable() {
             "/etc/sysward/secrets".into(),
         ],
         secrets_dir: "/etc/sysward/secrets".into(),
+        secret_files: Vec::new(),
         action_uid: 0,
         action_gid: 0,
     };
@@ -580,4 +588,42 @@ fn pam_auth_update_changes_package_configuration() {
         "pam-auth-update --package",
     );
     assert!(matches!(d.verdict, Verdict::Deny { .. }), "{d:?}");
+}
+
+/// A file a secret is delivered to is never readable: `cat` and an edit
+/// (whose result shows what it read) are denied, the delivering `write_file`
+/// is not. An edit elsewhere outside the project is judged as the write it is,
+/// whatever ALLOW_OUTSIDE_PROJECT_READ says.
+#[test]
+fn secret_files_are_never_read_and_an_edit_reads_what_it_changes() {
+    let mut f = facts();
+    f.secret_files = vec![PathBuf::from("/etc/app/db.password")];
+    let md = "```policy\nEXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive\nALLOW_OUTSIDE_PROJECT_WRITE=true\n```\n";
+    let e = Engine::new(parse_agent_md(md).unwrap().block, f);
+    let cwd = Path::new("/srv/agent/work");
+    let tool = |name: &str, path: &str| {
+        let targets = vec![PathBuf::from(path)];
+        e.decide(
+            &Request::Tool {
+                name,
+                paths: ToolPaths {
+                    targets: &targets,
+                    recursive: false,
+                    cwd,
+                },
+            },
+            &LexicalPaths,
+        )
+    };
+    for name in ["read_file", "edit_file", "append_file"] {
+        let d = tool(name, "/etc/app/db.password");
+        assert!(d.verdict.is_deny(), "{name}: {d:?}");
+        assert!(d.reason.contains("no action may read"), "{name}: {d:?}");
+    }
+    let d = tool("write_file", "/etc/app/db.password");
+    assert!(!d.verdict.is_deny(), "{d:?}");
+    let d = tool("edit_file", "/etc/app/app.conf");
+    assert!(!d.verdict.is_deny(), "{d:?}");
+    let d = sh(&e, "cat /etc/app/db.password");
+    assert!(d.verdict.is_deny(), "{d:?}");
 }

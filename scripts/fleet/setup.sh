@@ -54,5 +54,5 @@ else
   echo "$want" >"$stamp"
   log "done in $(( $(date +%s) - t0 )) s"
 fi
-"$VENV/bin/ansible-playbook" --version | head -1 >&2
+"$VENV/bin/ansible-playbook" --version | sed -n 1p >&2
 echo "$VENV/bin"

@@ -221,3 +221,46 @@ fn a_closed_pipe_ends_one_shot_commands_without_a_panic() {
         describe(&again)
     );
 }
+
+/// `policy check --file` judges a candidate agent.md where it lies (what
+/// Ansible's `validate:` gives it): a broken one fails naming its line, a good
+/// one prints its effective policy, and it cannot be mixed with `--root`.
+#[test]
+fn policy_check_of_a_candidate_file() {
+    let dir = std::env::temp_dir().join(format!("sysward-policy-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let broken = dir.join("candidate-broken");
+    let good = dir.join("candidate-good");
+    std::fs::write(&broken, "# x\n\n```policy\nEXECUTION_MODE=bogus\n```\n").unwrap();
+    std::fs::write(&good, "# x\n\n```policy\nEXECUTION_MODE=privileged\n```\n").unwrap();
+    let check = |args: &[&str]| {
+        Command::new(sysward())
+            .args(["policy", "check"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = check(&["--file", broken.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        stderr.contains("line 4") && stderr.contains("EXECUTION_MODE"),
+        "{stderr}"
+    );
+    let out = check(&["--file", good.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("EXECUTION_MODE=privileged"),
+        "{}",
+        describe(&out)
+    );
+    let out = check(&[
+        "--file",
+        good.to_str().unwrap(),
+        "--root",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -98,3 +98,36 @@ fn a_host_without_systemd_runs_commands_and_is_removed_on_panic() {
     let left = traces.leftovers();
     assert!(left.is_empty(), "left behind after a panic: {left:#?}");
 }
+
+/// What a container does to its clock stays in it: `timedatectl
+/// set-timezone` (through timedated, which holds the container's
+/// capabilities) changes the container's zone and not this machine's time
+/// (with CAP_SYS_TIME the kernel warps the clock by the zone's offset), and a
+/// `date -s` run in it (nsenter) is refused.
+#[test]
+fn a_host_changes_its_time_zone_without_moving_this_machines_clock() {
+    let Some(host) = Host::boot("a_host_changes_its_time_zone_without_moving_this_machines_clock")
+    else {
+        return;
+    };
+    let skew = || {
+        let inside: i64 = host.sh_ok("date +%s").trim().parse().unwrap();
+        let here = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        (inside - here).abs()
+    };
+    // Europe/Berlin is east of UTC: a warp would move the clock by an hour.
+    host.sh_ok("timedatectl set-timezone Europe/Berlin");
+    assert!(
+        host.ok(&["readlink", "/etc/localtime"])
+            .contains("Europe/Berlin"),
+        "the zone did not change in the container"
+    );
+    assert!(skew() < 30, "the clock moved by {} s", skew());
+    let set = host.run(&["date", "-s", "@0"]);
+    assert!(!set.status.success(), "date -s succeeded in a container");
+    assert!(skew() < 30, "the clock moved by {} s", skew());
+    assert!(host.shutdown().is_empty());
+}

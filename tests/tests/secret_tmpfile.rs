@@ -4,6 +4,8 @@
 //! action runs — removed after success, error and timeout — and that no
 //! later action can read (not even base64'd, which redaction cannot catch
 //! at every width). What a killed broker left is removed by the next session.
+//! Persistent secret files (`file PATH`) stay for their service, and no later
+//! action reads them either.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,6 +14,7 @@ use std::time::Duration;
 use sysward_tests::*;
 
 const VALUE: &str = "OneShot-Value-5c1f9e27";
+const PERSISTENT: &str = "Persistent-Value-8d41c0b3";
 
 fn events(p: &TestProject) -> Vec<serde_json::Value> {
     audit_records(p)
@@ -23,6 +26,10 @@ fn events(p: &TestProject) -> Vec<serde_json::Value> {
 /// Every 6-byte piece of the value's base64 at each alignment: what
 /// `base64 -w20` of the file would leave on lines the redactor cannot join.
 fn base64_pieces() -> Vec<String> {
+    base64_pieces_of(VALUE)
+}
+
+fn base64_pieces_of(value: &str) -> Vec<String> {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let enc = |b: &[u8]| -> String {
         let mut out = String::new();
@@ -37,7 +44,7 @@ fn base64_pieces() -> Vec<String> {
         out
     };
     (0..3)
-        .map(|skip| enc(&VALUE.as_bytes()[skip..]))
+        .map(|skip| enc(&value.as_bytes()[skip..]))
         .flat_map(|e| {
             let chars: Vec<char> = e.chars().collect();
             chars
@@ -194,6 +201,156 @@ fn a_tmpfile_secret_exists_only_for_its_action_and_no_later_action_reads_it() {
         .map(|e| e.path())
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// `file PATH`: write_file delivers the value where the service reads it
+/// (0600, no backup, no diff), a second delivery rotates it, and no later
+/// action reads it — not `cat`, not `edit_file`, not a recursive `grep` or a
+/// `base64 -w20` of the directory.
+#[test]
+fn a_file_secret_stays_for_its_service_and_no_later_action_reads_it() {
+    if !require_root("a_file_secret_stays_for_its_service") {
+        return;
+    }
+    ensure_accounts();
+    let p = TestProject::new("file-secret");
+    let app = p.path("app");
+    std::fs::create_dir(&app).unwrap();
+    std::fs::write(app.join("app.conf"), "user=app\n").unwrap();
+    let target = app.join("db.password");
+    let t = target.display();
+    let a = app.display();
+    let calls = [
+        format!(
+            r#"{{"name":"write_file","arguments":{{"path":"{t}","content":"{{{{secret:db}}}}","reason":"the service's password file"}}}}"#
+        ),
+        // Rotation: the same delivery again works and keeps no copy.
+        format!(
+            r#"{{"name":"write_file","arguments":{{"path":"{t}","content":"{{{{secret:db}}}}"}}}}"#
+        ),
+        // Refused: a validate command would read the value.
+        format!(
+            r#"{{"name":"write_file","arguments":{{"path":"{a}/other.password","content":"{{{{secret:other}}}}","validate":{{"command":"cat","args":["%s"]}}}}}}"#
+        ),
+        // Attacks after the delivery.
+        format!(r#"{{"name":"exec","arguments":{{"command":"cat","args":["{t}"]}}}}"#),
+        format!(
+            r#"{{"name":"edit_file","arguments":{{"path":"{t}","old_text":"Persist","new_text":"x"}}}}"#
+        ),
+        format!(
+            r#"{{"name":"shell","arguments":{{"command":"grep -r . {a}; base64 -w20 {a}/*; cp -r {a} copied-app; base64 -w20 copied-app/*; echo probe-done"}}}}"#
+        ),
+        // The legitimate neighbour in the same directory stays readable.
+        format!(r#"{{"name":"exec","arguments":{{"command":"cat","args":["{a}/app.conf"]}}}}"#),
+    ];
+    let mut steps: Vec<String> = calls
+        .iter()
+        .map(|c| format!(r#"{{"tool_calls":[{c}]}}"#))
+        .collect();
+    steps.push(r#"{"content":"done\nTASK_STATUS: DONE"}"#.to_string());
+    let server = scenario(&format!(
+        r#"{{"never_contains":["{PERSISTENT}","Other-Value-3b7e9a12"],"steps":[{}]}}"#,
+        steps.join(",")
+    ));
+    p.init_conf(&server, "")
+        .agent_md(
+            "EXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive\nALLOW_OUTSIDE_PROJECT_READ=true\nALLOW_OUTSIDE_PROJECT_WRITE=true",
+        )
+        .write("01-t.md", "# T\nDeliver the db secret.\n");
+    let dir = p.path("secrets");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    p.write("secrets/db", &format!("{PERSISTENT}\n"));
+    p.write("secrets/db.scope", &format!("file {t}\n"));
+    p.write("secrets/other", "Other-Value-3b7e9a12\n");
+    p.write("secrets/other.scope", &format!("file {a}/other.password\n"));
+
+    let out = run_sysward(
+        &["run", "--root", p.dir.to_str().unwrap(), "--json"],
+        Duration::from_secs(120),
+    );
+    assert!(
+        server.expectation_failures().is_empty(),
+        "the value reached the model: {:?}\n{}",
+        server.expectation_failures(),
+        describe(&out)
+    );
+    // The host has the value, private to its owner, and no backup of it.
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), PERSISTENT);
+    let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "mode {mode:o}");
+    let names: Vec<String> = std::fs::read_dir(&app)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| n == "db.password" || n == "app.conf"),
+        "a copy was left beside the secret: {names:?}"
+    );
+    let chats = server.chat_requests();
+    let seen = |s: &str| chats.iter().any(|r| r.contains(s));
+    assert!(seen("probe-done"), "the probe did not run");
+    assert!(seen("user=app"), "the neighbour file was not readable");
+    for piece in base64_pieces_of(PERSISTENT) {
+        assert!(
+            !seen(&piece),
+            "a base64 piece of the value reached the model"
+        );
+    }
+    if let Ok(copied) = std::fs::read_to_string(p.path("copied-app/db.password")) {
+        assert!(!copied.contains(PERSISTENT), "the copy holds the value");
+    }
+    let audit = std::fs::read_to_string(p.path("audit.log")).unwrap();
+    assert!(!audit.contains(PERSISTENT), "value in the audit log");
+
+    let ev = events(&p);
+    let records = |needle: &str| -> Vec<serde_json::Value> {
+        ev.iter()
+            .filter(|e| {
+                (e["event"] == "tool" || e["event"] == "tool_refused")
+                    && e.to_string().contains(needle)
+            })
+            .cloned()
+            .collect()
+    };
+    let writes = records("\"write_file\"");
+    assert_eq!(writes.len(), 3, "{writes:#?}");
+    assert_eq!(writes[0]["status"], "ok", "{:#}", writes[0]);
+    assert_eq!(writes[1]["status"], "ok", "{:#}", writes[1]);
+    assert_eq!(writes[2]["status"], "error", "{:#}", writes[2]);
+    assert!(
+        seen("takes no validate command"),
+        "no reason for the refusal"
+    );
+    assert!(
+        !app.join("other.password").exists(),
+        "written despite the refusal"
+    );
+    let cat = records(&format!("cat {t}"));
+    assert!(cat.iter().all(|c| c["decision"] == "deny"), "{cat:#?}");
+    assert!(!cat.is_empty(), "no record of the cat: {ev:#?}");
+    let edit = records("\"edit_file\"");
+    assert!(
+        !edit.is_empty() && edit.iter().all(|c| c["decision"] == "deny"),
+        "{edit:#?}"
+    );
+
+    // `policy explain` judges the path as the session does.
+    let explain = run_sysward(
+        &[
+            "policy",
+            "explain",
+            "--root",
+            p.dir.to_str().unwrap(),
+            "--",
+            "cat",
+            &t.to_string(),
+        ],
+        Duration::from_secs(30),
+    );
+    let said = String::from_utf8_lossy(&explain.stdout);
+    assert!(said.starts_with("decision: deny"), "{}", describe(&explain));
 }
 
 /// The scope file refuses `arg` and `tmpfile` for one program (which one
