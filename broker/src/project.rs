@@ -145,12 +145,14 @@ impl Project {
     }
 
     /// [`Project::load_policy`] of one file, wherever it lies (a candidate
-    /// agent.md checked before it is installed).
+    /// agent.md checked before it is installed). Its owner and mode are not
+    /// judged: nothing obeys it where it lies (a temporary copy), and once
+    /// installed, `run` applies [`strict_modes`] to it.
     pub fn load_policy_file(
         path: &Path,
     ) -> Result<(PathBuf, sysward_policy::PolicyBlock, Vec<String>)> {
         let mut warnings = Vec::new();
-        let text = read_checked(path, MAX_INSTRUCTION_FILE, &mut warnings)?;
+        let text = read_bounded(path, MAX_INSTRUCTION_FILE)?;
         let parsed = sysward_policy::parse_agent_md(&text)
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         warnings.extend(parsed.warnings);
@@ -460,19 +462,33 @@ pub fn open_regular(path: &Path) -> std::io::Result<File> {
 /// Reads a configuration file as root without following a symlink, refusing
 /// one that breaks [`strict_modes`] (an [`Insecure`] error) or is oversized.
 pub fn read_checked(path: &Path, max: u64) -> Result<String> {
-    let file = match open_regular(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return Err(unreadable(path)),
-        Err(e) => {
-            return Err(anyhow::Error::new(e).context(format!(
-                "cannot open {} (symlinks, FIFOs and devices are refused)",
-                path.display()
-            )))
-        }
-    };
+    let file = open_config(path)?;
     // The descriptor's own metadata: the file that is read is the one checked.
+    strict_modes(path, &file.metadata()?, Place::File)?;
+    read_open(path, file, max)
+}
+
+/// Reads a file as [`read_checked`] does (no symlink, FIFO or device, at most
+/// `max` bytes of UTF-8) without judging its owner and mode.
+pub fn read_bounded(path: &Path, max: u64) -> Result<String> {
+    read_open(path, open_config(path)?, max)
+}
+
+/// [`open_regular`], its errors said for a person: "cannot read X as uid N"
+/// when permission is denied.
+fn open_config(path: &Path) -> Result<File> {
+    match open_regular(path) {
+        Ok(f) => Ok(f),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(unreadable(path)),
+        Err(e) => Err(anyhow::Error::new(e).context(format!(
+            "cannot open {} (symlinks, FIFOs and devices are refused)",
+            path.display()
+        ))),
+    }
+}
+
+fn read_open(path: &Path, file: File, max: u64) -> Result<String> {
     let meta = file.metadata()?;
-    strict_modes(path, &meta, Place::File)?;
     if meta.len() > max {
         bail!("{} is larger than {} bytes", path.display(), max);
     }
