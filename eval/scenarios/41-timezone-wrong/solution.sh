@@ -1,6 +1,6 @@
 ls -l /etc/localtime
 cat /etc/timezone
-ln -sf /usr/share/zoneinfo/Europe/Berlin /etc/localtime
+timedatectl set-timezone Europe/Berlin
 echo Europe/Berlin > /etc/timezone
 date
-# answer: the time zone was America/New_York; /etc/localtime now links to Europe/Berlin and /etc/timezone says Europe/Berlin.
+# answer: the time zone was America/New_York; set Europe/Berlin with timedatectl (/etc/localtime links to it) and /etc/timezone says Europe/Berlin.

@@ -3,7 +3,8 @@ line=$(awk '$1 == "UUID=3f9c2d4e-7a51-4b0e-9d6a-2c8e1f0b7d35"' /etc/fstab)
 echo "$line"
 [ "$(echo "$line" | grep -c .)" = 1 ]
 set -- $line
-[ "$2" = /mnt/backup ] && [ "$3" = ext4 ]
+[ "$2" = /mnt/backup ]
+[ "$3" = ext4 ]
 opts=",$4,"
 case "$opts" in *,nofail,*) ;; *) echo "no nofail"; exit 1 ;; esac
 case "$opts" in *,noauto,*) echo "noauto: never mounted at boot"; exit 1 ;; esac
