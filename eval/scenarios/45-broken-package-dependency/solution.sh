@@ -1,4 +1,4 @@
-apt-get check
+dpkg --audit
 apt-get update -q
 apt-get -f install -y -q
 dpkg -l acme-agent jq
