@@ -286,11 +286,15 @@ fn run_inner(
         Endpoint::Model(_) | Endpoint::Baseline(_) => None,
     };
     let t = Instant::now();
-    let nspawn_args = if sc.private_network {
-        vec!["--private-network".to_string()]
-    } else {
-        Vec::new()
-    };
+    // The host shares this machine's kernel and gets every capability; a
+    // model must not set this machine's clock or load modules into its
+    // kernel. (The first settimeofday() with a time zone after boot warps
+    // the clock by the zone's offset: `timedatectl set-timezone` in a host
+    // moved this machine's clock by an hour until this was dropped.)
+    let mut nspawn_args = vec!["--drop-capability=CAP_SYS_TIME,CAP_SYS_MODULE".to_string()];
+    if sc.private_network {
+        nspawn_args.push("--private-network".to_string());
+    }
     let host = Host::try_start(Options {
         boot: true,
         nspawn_args,
