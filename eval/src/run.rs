@@ -286,12 +286,10 @@ fn run_inner(
         Endpoint::Model(_) | Endpoint::Baseline(_) => None,
     };
     let t = Instant::now();
-    // The host shares this machine's kernel and gets every capability; a
-    // model must not set this machine's clock or load modules into its
-    // kernel. (The first settimeofday() with a time zone after boot warps
-    // the clock by the zone's offset: `timedatectl set-timezone` in a host
-    // moved this machine's clock by an hour until this was dropped.)
-    let mut nspawn_args = vec!["--drop-capability=CAP_SYS_TIME,CAP_SYS_MODULE".to_string()];
+    // (The host bed starts every host without CAP_SYS_TIME and
+    // CAP_SYS_MODULE: a model cannot set this machine's clock or its kernel
+    // modules.)
+    let mut nspawn_args = Vec::new();
     if sc.private_network {
         nspawn_args.push("--private-network".to_string());
     }
