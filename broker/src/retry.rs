@@ -118,4 +118,3 @@ mod tests {
         assert_eq!(transient(&dns).map(|t| t.1), Some(DNS_DELAYS));
     }
 }
-

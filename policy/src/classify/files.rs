@@ -2,7 +2,7 @@
 
 use super::args::Opts;
 use super::{Cx, Effect, WriteKind};
-use crate::paths::Target;
+use crate::paths::{self, Target};
 use crate::shell::Arg;
 use crate::types::{Category, Risk};
 
@@ -173,7 +173,17 @@ pub fn ln(args: &[Arg], cx: &Cx<'_>) -> Effect {
         }
     };
     if let Some(d) = dest {
-        e.writes.push((cx.target(&d), WriteKind::Create));
+        // The link replaces the name itself (`ln -sf X /etc/localtime`
+        // rewrites /etc's entry, not the zone file it points at), or — a
+        // name that is a link to a directory, without -n/-T — goes inside
+        // that directory: both, unless -n/-T rules the second out.
+        let itself = paths::resolve_no_follow(&d, cx.cwd.as_deref(), cx.paths);
+        let followed = cx.target(&d);
+        let no_deref = o.has_any("nT", &["no-dereference", "no-target-directory"]);
+        if !no_deref && followed != itself {
+            e.writes.push((followed, WriteKind::Create));
+        }
+        e.writes.push((itself, WriteKind::Create));
     } else {
         e.writes.push((Target::Unresolved, WriteKind::Create));
     }
