@@ -359,7 +359,20 @@ impl Plan {
     ) -> std::result::Result<ExecSpec, String> {
         match self {
             Plan::Command(c) | Plan::Builtin { command: c, .. } => {
+                let mut profile = profile;
                 let mut argv = c.argv.clone();
+                if profile.name == NETFILTER_LIST {
+                    match netfilter_listing(c) {
+                        Some(listing) => argv = listing,
+                        None => {
+                            // Not provably the listing: it runs without the
+                            // capability (and its listing fails with EPERM).
+                            let cap = sysward_policy::netfilter::LIST_CAP;
+                            profile.capabilities.retain(|x| x != cap);
+                            profile.name = "read-only".to_string();
+                        }
+                    }
+                }
                 argv[0] = tools::resolve_program(&argv[0])?.display().to_string();
                 let tmp = profile.scratch_dir.clone();
                 let mut env = tools::action_env(tmp.as_deref());
@@ -385,6 +398,54 @@ impl Plan {
             }),
         }
     }
+}
+
+/// The profile the policy gives a netfilter listing (it keeps CAP_NET_ADMIN).
+const NETFILTER_LIST: &str = "netfilter-list";
+
+/// The argv a netfilter listing runs as, when the broker can confirm what the
+/// policy recognised (`sysward_policy::netfilter`): the request is exactly a
+/// listing (a `shell` script of plain words is run as those words, without a
+/// shell), with no environment or input of its own, and the program PATH
+/// finds is the root-owned nft or xtables-nft binary in /usr/sbin, not
+/// writable by anyone else. None: it keeps no capability.
+fn netfilter_listing(c: &tools::CommandPlan) -> Option<Vec<String>> {
+    use std::os::unix::fs::MetadataExt;
+    if !c.env.is_empty() || c.stdin.is_some() {
+        return None;
+    }
+    let argv: Vec<String> = match &c.script {
+        Some(script) => {
+            let words: Vec<String> = script.split_ascii_whitespace().map(String::from).collect();
+            let plain = |w: &String| {
+                w.chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-' | '/'))
+            };
+            if !words.iter().all(plain) {
+                return None;
+            }
+            words
+        }
+        None => c.argv.clone(),
+    };
+    if !sysward_policy::netfilter::is_listing(&argv) {
+        return None;
+    }
+    let program = tools::resolve_program(argv.first()?).ok()?;
+    let real = std::fs::canonicalize(&program).ok()?;
+    let name = real.file_name()?.to_str()?;
+    if !sysward_policy::netfilter::LISTING_PROGRAMS.contains(&name) {
+        return None;
+    }
+    let trusted = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0 && !m.file_type().is_symlink())
+    };
+    let dir = real.parent()?;
+    if !matches!(dir.to_str(), Some("/usr/sbin" | "/sbin")) || !trusted(&real) || !trusted(dir) {
+        return None;
+    }
+    Some(argv)
 }
 
 /// True when a category changes nothing on the host (dry-run still runs it).
