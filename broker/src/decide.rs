@@ -721,6 +721,60 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
+    fn command(argv: &[&str], script: Option<&str>, env: &[(&str, &str)]) -> tools::CommandPlan {
+        tools::CommandPlan {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            stdin: None,
+            script: script.map(String::from),
+            cwd: PathBuf::from("/"),
+            timeout_secs: None,
+            reason: String::new(),
+        }
+    }
+
+    #[test]
+    fn only_a_confirmed_listing_runs_with_its_capability() {
+        if !Path::new("/usr/sbin/nft").is_file() {
+            eprintln!("skipped: nft is not installed");
+            return;
+        }
+        let shell = |s: &str| command(&["bash", "-c", s], Some(s), &[]);
+        assert_eq!(
+            netfilter_listing(&shell("nft -a list ruleset")),
+            Some(vec![
+                "nft".to_string(),
+                "-a".into(),
+                "list".into(),
+                "ruleset".into()
+            ]),
+            "a shell listing runs as its words, without the shell"
+        );
+        assert!(netfilter_listing(&command(&["nft", "list", "tables"], None, &[])).is_some());
+        for refused in [
+            shell("nft list ruleset | cat"),
+            shell("nft list ruleset 2>/dev/null"),
+            shell("nft list 'ruleset'"),
+            shell("sudo nft list ruleset"),
+            shell("nft add table inet x"),
+            command(
+                &["nft", "list", "ruleset"],
+                None,
+                &[("LD_PRELOAD", "/tmp/x.so")],
+            ),
+            command(&["/tmp/nft", "list", "ruleset"], None, &[]),
+            command(&["nft", "-f", "/etc/nftables.conf"], None, &[]),
+        ] {
+            assert_eq!(netfilter_listing(&refused), None, "{refused:?}");
+        }
+        let mut with_input = command(&["nft", "list", "ruleset"], None, &[]);
+        with_input.stdin = Some("flush ruleset\n".into());
+        assert_eq!(netfilter_listing(&with_input), None);
+    }
+
     #[test]
     fn a_decision_past_its_deadline_is_a_denial_and_the_next_one_works() {
         let engine = Arc::new(Engine::new(
