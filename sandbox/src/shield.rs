@@ -225,6 +225,11 @@ impl ShieldPlan {
             if *kind == CoverKind::ReadOnly && strictly_inside(&read_only_dirs) {
                 continue;
             }
+            // A directory both read-only and hidden is only hidden (its
+            // tmpfs is read-only too).
+            if *kind == CoverKind::ReadOnly && hidden_dirs.contains(path) {
+                continue;
+            }
             steps.insert((depth(path), *kind, path.clone()));
         }
         // A writable directory beneath a hidden one is kept by the outermost
@@ -435,18 +440,25 @@ fn bind(source: &CString, target: &CString, flags: libc::c_ulong) -> Result<(), 
 /// Sets `attrs` on the mount at `path` and every mount beneath it, leaving
 /// its other flags as they were.
 fn set_attrs(path: &CString, attrs: u64) -> Result<(), i32> {
-    mount_setattr(path, attrs, AT_RECURSIVE)
+    mount_setattr(path, attrs, 0, AT_RECURSIVE)
 }
 
 /// Sets `attrs` on the mount at `path` only (the mounts beneath keep theirs).
 fn set_attrs_one(path: &CString, attrs: u64) -> Result<(), i32> {
-    mount_setattr(path, attrs, 0)
+    mount_setattr(path, attrs, 0, 0)
 }
 
-fn mount_setattr(path: &CString, attrs: u64, flags: libc::c_uint) -> Result<(), i32> {
+/// Makes the mount at `path` writable again: a bind copies the read-only
+/// flag of the mount it was taken from (a directory beneath a read-only
+/// cover), and a writable directory must stay writable.
+fn clear_read_only(path: &CString) -> Result<(), i32> {
+    mount_setattr(path, 0, MOUNT_ATTR_RDONLY, 0)
+}
+
+fn mount_setattr(path: &CString, set: u64, clear: u64, flags: libc::c_uint) -> Result<(), i32> {
     let attr = MountAttr {
-        attr_set: attrs,
-        attr_clr: 0,
+        attr_set: set,
+        attr_clr: clear,
         propagation: 0,
         userns_fd: 0,
     };
@@ -559,6 +571,7 @@ fn hide_keeping(dir: &CString, keep: &[Keep]) -> Result<(), (&'static str, i32)>
                 }
             }
             attach(fds[i], &k.path).map_err(|e| ("keep a writable directory (attach)", e))?;
+            clear_read_only(&k.path).map_err(|e| ("keep a writable directory (writable)", e))?;
         }
         set_attrs_one(
             dir,
@@ -572,7 +585,11 @@ fn hide_keeping(dir: &CString, keep: &[Keep]) -> Result<(), (&'static str, i32)>
 
 fn apply_one(kind: CoverKind, path: &CString) -> Result<(), i32> {
     match kind {
-        CoverKind::Pin | CoverKind::Writable => bind(path, path, libc::MS_REC),
+        CoverKind::Pin => bind(path, path, libc::MS_REC),
+        CoverKind::Writable => {
+            bind(path, path, libc::MS_REC)?;
+            clear_read_only(path)
+        }
         CoverKind::ReadOnly => {
             bind(path, path, libc::MS_REC)?;
             set_attrs(
@@ -703,8 +720,10 @@ mod tests {
         std::fs::create_dir_all(state.join(".agent/approvals")).unwrap();
         std::fs::write(state.join("audit.log"), "secret").unwrap();
         std::fs::write(state.join(".agent/approvals/a.json"), "secret").unwrap();
+        // As in the packaged layout: the state directory is both read-only
+        // and hidden, and so is a directory beneath it.
         let plan = ShieldPlan::new(&ShieldInput {
-            read_only: vec![state.join(".agent")],
+            read_only: vec![state.clone(), state.join(".agent")],
             hidden: vec![state.clone()],
             writable: vec![state.join(".agent/tmp")],
             hide_dirs: Vec::new(),
