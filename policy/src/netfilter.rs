@@ -83,7 +83,7 @@ fn is_name(s: &str) -> bool {
 fn program(argv0: &str) -> Option<&str> {
     match argv0.rsplit_once('/') {
         None => Some(argv0),
-        Some((dir, name)) if matches!(dir, "/usr/sbin" | "/sbin") => Some(name),
+        Some(("/usr/sbin" | "/sbin", name)) => Some(name),
         Some(_) => None,
     }
 }
@@ -109,17 +109,14 @@ pub fn is_listing(argv: &[String]) -> bool {
 fn nft_listing(args: &[&str]) -> bool {
     let mut i = 0;
     while let Some(a) = args.get(i) {
-        if NFT_LONG.contains(a) {
-            i += 1;
-        } else if a.len() >= 2
+        let short = a.len() >= 2
             && a.starts_with('-')
             && !a.starts_with("--")
-            && a[1..].chars().all(|c| NFT_SHORT.contains(c))
-        {
-            i += 1;
-        } else {
+            && a[1..].chars().all(|c| NFT_SHORT.contains(c));
+        if !(short || NFT_LONG.contains(a)) {
             break;
         }
+        i += 1;
     }
     let rest = &args[i..];
     let Some((&"list", rest)) = rest.split_first() else {
