@@ -103,7 +103,7 @@ fn a_writing_action_and_a_maintainer_script_use_tmpdir_in_the_packaged_layout() 
         OPERATOR,
     ]);
     build_probe_package(&host);
-    let steps = vec![
+    let steps = [
         // A redirection makes this a writing action (its own mount
         // namespace), and the file goes to TMPDIR.
         tool(
