@@ -104,6 +104,7 @@ else
   fail "lintian is missing (scripts/test.sh installs it)"
 fi
 for p in ./usr/bin/sysward ./usr/libexec/sysward/sysward-agent ./usr/libexec/sysward/sysward-exec ./usr/libexec/sysward/sysward-gateway \
+         ./usr/libexec/sysward/sysward-eval ./usr/share/sysward/eval/scenarios/10-service-bad-config/check.sh \
          ./usr/lib/systemd/system/sysward.service ./usr/lib/systemd/system/sysward-run.service \
          ./usr/lib/systemd/system/sysward-run.timer ./usr/lib/sysusers.d/sysward.conf \
          ./usr/lib/tmpfiles.d/sysward.conf ./etc/sysward/init.conf ./etc/sysward/agent.md \
@@ -120,8 +121,8 @@ dpkg -i "$deb"
 
 step "installed files, users, group, directories and modes"
 expect_mode /usr/bin/sysward "755 root root"
-for b in sysward-agent sysward-exec sysward-gateway; do expect_mode "/usr/libexec/sysward/$b" "755 root root"; done
-for b in sysward-agent sysward-exec sysward-gateway; do
+for b in sysward-agent sysward-exec sysward-gateway sysward-eval; do expect_mode "/usr/libexec/sysward/$b" "755 root root"; done
+for b in sysward-agent sysward-exec sysward-gateway sysward-eval; do
   [ ! -e "/usr/bin/$b" ] || fail "/usr/bin/$b: the internal helpers belong in /usr/libexec/sysward"
 done
 getent group sysward >/dev/null || fail "group sysward missing"
@@ -145,6 +146,11 @@ done
 echo "  conffiles: init.conf, agent.md"
 man -w sysward >/dev/null 2>&1 || [ -f /usr/share/man/man8/sysward.8.gz ] || fail "man page missing"
 sysward --version
+# `sysward eval` finds its runner in /usr/libexec/sysward; the scenarios are
+# shipped beside it in /usr/share/sysward/eval.
+sysward eval --help | grep -q '^usage: sysward eval' || fail "sysward eval --help: no usage"
+[ "$(ls /usr/share/sysward/eval/scenarios | wc -l)" -ge 40 ] || fail "the shipped scenarios are missing"
+echo "  sysward eval runs /usr/libexec/sysward/sysward-eval; $(ls /usr/share/sysward/eval/scenarios | wc -l) scenarios shipped"
 
 step "systemd-analyze verify"
 if command -v systemd-analyze >/dev/null 2>&1; then

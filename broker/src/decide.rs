@@ -372,7 +372,20 @@ impl Plan {
     ) -> std::result::Result<ExecSpec, String> {
         match self {
             Plan::Command(c) | Plan::Builtin { command: c, .. } => {
+                let mut profile = profile;
                 let mut argv = c.argv.clone();
+                if profile.name == NETFILTER_LIST {
+                    match netfilter_listing(c) {
+                        Some(listing) => argv = listing,
+                        None => {
+                            // Not provably the listing: it runs without the
+                            // capability (and its listing fails with EPERM).
+                            let cap = sysward_policy::netfilter::LIST_CAP;
+                            profile.capabilities.retain(|x| x != cap);
+                            profile.name = "read-only".to_string();
+                        }
+                    }
+                }
                 argv[0] = tools::resolve_program(&argv[0])?.display().to_string();
                 let tmp = profile.scratch_dir.clone();
                 let mut env = tools::action_env(tmp.as_deref());
@@ -398,6 +411,54 @@ impl Plan {
             }),
         }
     }
+}
+
+/// The profile the policy gives a netfilter listing (it keeps CAP_NET_ADMIN).
+const NETFILTER_LIST: &str = "netfilter-list";
+
+/// The argv a netfilter listing runs as, when the broker can confirm what the
+/// policy recognised (`sysward_policy::netfilter`): the request is exactly a
+/// listing (a `shell` script of plain words is run as those words, without a
+/// shell), with no environment or input of its own, and the program PATH
+/// finds is the root-owned nft or xtables-nft binary in /usr/sbin, not
+/// writable by anyone else. None: it keeps no capability.
+fn netfilter_listing(c: &tools::CommandPlan) -> Option<Vec<String>> {
+    use std::os::unix::fs::MetadataExt;
+    if !c.env.is_empty() || c.stdin.is_some() {
+        return None;
+    }
+    let argv: Vec<String> = match &c.script {
+        Some(script) => {
+            let words: Vec<String> = script.split_ascii_whitespace().map(String::from).collect();
+            let plain = |w: &String| {
+                w.chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-' | '/'))
+            };
+            if !words.iter().all(plain) {
+                return None;
+            }
+            words
+        }
+        None => c.argv.clone(),
+    };
+    if !sysward_policy::netfilter::is_listing(&argv) {
+        return None;
+    }
+    let program = tools::resolve_program(argv.first()?).ok()?;
+    let real = std::fs::canonicalize(&program).ok()?;
+    let name = real.file_name()?.to_str()?;
+    if !sysward_policy::netfilter::LISTING_PROGRAMS.contains(&name) {
+        return None;
+    }
+    let trusted = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0 && !m.file_type().is_symlink())
+    };
+    let dir = real.parent()?;
+    if !matches!(dir.to_str(), Some("/usr/sbin" | "/sbin")) || !trusted(&real) || !trusted(dir) {
+        return None;
+    }
+    Some(argv)
 }
 
 /// True when a category changes nothing on the host (dry-run still runs it).
@@ -671,6 +732,60 @@ mod tests {
     use super::*;
     use std::sync::Arc;
     use std::time::Duration;
+
+    fn command(argv: &[&str], script: Option<&str>, env: &[(&str, &str)]) -> tools::CommandPlan {
+        tools::CommandPlan {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            stdin: None,
+            script: script.map(String::from),
+            cwd: PathBuf::from("/"),
+            timeout_secs: None,
+            reason: String::new(),
+        }
+    }
+
+    #[test]
+    fn only_a_confirmed_listing_runs_with_its_capability() {
+        if !Path::new("/usr/sbin/nft").is_file() {
+            eprintln!("skipped: nft is not installed");
+            return;
+        }
+        let shell = |s: &str| command(&["bash", "-c", s], Some(s), &[]);
+        assert_eq!(
+            netfilter_listing(&shell("nft -a list ruleset")),
+            Some(vec![
+                "nft".to_string(),
+                "-a".into(),
+                "list".into(),
+                "ruleset".into()
+            ]),
+            "a shell listing runs as its words, without the shell"
+        );
+        assert!(netfilter_listing(&command(&["nft", "list", "tables"], None, &[])).is_some());
+        for refused in [
+            shell("nft list ruleset | cat"),
+            shell("nft list ruleset 2>/dev/null"),
+            shell("nft list 'ruleset'"),
+            shell("sudo nft list ruleset"),
+            shell("nft add table inet x"),
+            command(
+                &["nft", "list", "ruleset"],
+                None,
+                &[("LD_PRELOAD", "/tmp/x.so")],
+            ),
+            command(&["/tmp/nft", "list", "ruleset"], None, &[]),
+            command(&["nft", "-f", "/etc/nftables.conf"], None, &[]),
+        ] {
+            assert_eq!(netfilter_listing(&refused), None, "{refused:?}");
+        }
+        let mut with_input = command(&["nft", "list", "ruleset"], None, &[]);
+        with_input.stdin = Some("flush ruleset\n".into());
+        assert_eq!(netfilter_listing(&with_input), None);
+    }
 
     #[test]
     fn a_decision_past_its_deadline_is_a_denial_and_the_next_one_works() {

@@ -170,7 +170,7 @@ enum Command {
         #[arg(long)]
         root: Option<PathBuf>,
     },
-    /// Scored ops scenarios in throwaway hosts: runs `sysward-eval ARGS` (installed beside sysward).
+    /// Scored ops scenarios in throwaway hosts: runs `sysward-eval ARGS` (beside sysward, or in /usr/libexec/sysward).
     #[command(disable_help_flag = true)]
     Eval {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -544,7 +544,9 @@ fn real_main() -> Result<i32> {
         Command::Generate { what } => generate(what),
         Command::Eval { args } => {
             use std::os::unix::process::CommandExt;
-            let exe = std::env::current_exe()?.with_file_name("sysward-eval");
+            // Beside this binary in a build tree, in the package's libexec
+            // directory when installed.
+            let exe = sysward_broker::spawn::helper_dir()?.join("sysward-eval");
             let err = std::process::Command::new(&exe).args(args).exec();
             bail!("cannot run {}: {err}", exe.display())
         }

@@ -24,7 +24,10 @@ pub fn transient(outcome: &Outcome) -> Option<(&'static str, &'static [u64])> {
         "Could not get lock /var/lib/apt/lists/lock",
         "dpkg status database is locked by another process",
     ];
-    if dpkg.iter().any(|m| text.contains(m)) {
+    // Refused the lock file itself (not root, or a confinement that cannot
+    // write /var/lib/dpkg): waiting changes nothing, so no retry.
+    let refused = ["(13: Permission denied)", "are you root?"];
+    if dpkg.iter().any(|m| text.contains(m)) && !refused.iter().any(|m| text.contains(m)) {
         return Some((
             "the dpkg/apt lock is held by another process",
             DPKG_LOCK_DELAYS,
@@ -72,4 +75,46 @@ pub fn permission_hint(result: &ToolResult) -> Option<String> {
         "permission failure: actions run as root inside the confinement profile the policy chose, so the cause is most likely that profile (the path is outside its write set, the capability is not kept, network is off — see `sysward policy explain -- '<command>'`), or the host: a read-only filesystem (mount), an immutable attribute (lsattr), SELinux/AppArmor, or a container"
             .to_string(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::Captured;
+
+    fn failed(stderr: &str) -> Outcome {
+        let captured = |text: &str| Captured {
+            text: text.to_string(),
+            total: text.len() as u64,
+            saved: None,
+            note: None,
+        };
+        Outcome {
+            ending: Ending::Exited(100),
+            stdout: captured(""),
+            stderr: captured(stderr),
+            duration: Duration::from_millis(5),
+            error: None,
+            redactions: Default::default(),
+            file_result: None,
+        }
+    }
+
+    /// A lock held by another apt is waited for; a lock file the action may
+    /// not open is not (apt's own words for each, as apt 2.6 prints them).
+    #[test]
+    fn a_held_lock_is_retried_and_a_refused_lock_file_is_not() {
+        let held = failed(
+            "E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 4242 (apt-get)\n\
+             E: Unable to acquire the dpkg frontend lock (/var/lib/dpkg/lock-frontend), is another process using it?\n",
+        );
+        assert_eq!(transient(&held).map(|t| t.1), Some(DPKG_LOCK_DELAYS));
+        let refused = failed(
+            "E: Could not open lock file /var/lib/dpkg/lock-frontend - open (13: Permission denied)\n\
+             E: Unable to acquire the dpkg frontend lock (/var/lib/dpkg/lock-frontend), are you root?\n",
+        );
+        assert_eq!(transient(&refused), None);
+        let dns = failed("curl: (6) Could not resolve host: deb.debian.org\n");
+        assert_eq!(transient(&dns).map(|t| t.1), Some(DNS_DELAYS));
+    }
 }

@@ -4,6 +4,7 @@
 //! reference solution (`--oracle`).
 
 mod baseline;
+mod chart;
 mod netns;
 mod report;
 mod run;
@@ -38,8 +39,9 @@ them all.
   --time-limit S cap every scenario's session time at S seconds
   --deb FILE     the sysward .deb to install (default $SYSWARD_DEB, else the
                  newest target/debian/sysward_*.deb)
-Writes DIR/report.json and DIR/report.md; exits 0 when every run passed,
-1 when one failed, 2 on a usage or configuration error.";
+Writes DIR/report.json, DIR/report.md and DIR/report.svg (a chart of the
+pass rates); exits 0 when every run passed, 1 when one failed, 2 on a usage
+or configuration error.";
 
 struct Args {
     models: Vec<PathBuf>,
@@ -112,7 +114,7 @@ fn parse_args() -> Result<Option<Args>> {
         }
     }
     if a.dirs.is_empty() {
-        bail!("name at least one scenario directory");
+        bail!("name at least one scenario directory (the package installs its set in /usr/share/sysward/eval/scenarios)");
     }
     if a.models.is_empty() && a.baselines.is_empty() && !a.oracle && !a.null {
         bail!("name an endpoint with --model FILE, or use --oracle or --null-model");
@@ -276,6 +278,10 @@ fn real_main() -> Result<i32> {
         serde_json::to_string_pretty(&json)?,
     )?;
     std::fs::write(output.join("report.md"), &md)?;
+    std::fs::write(
+        output.join("report.svg"),
+        chart::render(&results, scenario::TAGS),
+    )?;
     {
         use std::io::Write;
         let mut out = std::io::stdout();

@@ -286,11 +286,13 @@ fn run_inner(
         Endpoint::Model(_) | Endpoint::Baseline(_) => None,
     };
     let t = Instant::now();
-    let nspawn_args = if sc.private_network {
-        vec!["--private-network".to_string()]
-    } else {
-        Vec::new()
-    };
+    // (The host bed starts every host without CAP_SYS_TIME and
+    // CAP_SYS_MODULE: a model cannot set this machine's clock or its kernel
+    // modules.)
+    let mut nspawn_args = Vec::new();
+    if sc.private_network {
+        nspawn_args.push("--private-network".to_string());
+    }
     let host = Host::try_start(Options {
         boot: true,
         nspawn_args,

@@ -17,6 +17,7 @@ mod engine;
 mod error;
 mod facts;
 pub mod glob;
+pub mod netfilter;
 mod paths;
 mod profile;
 mod request;

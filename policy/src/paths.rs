@@ -103,6 +103,28 @@ pub fn resolve(arg: &Arg, cwd: Option<&Path>, facts: &dyn PathFacts) -> Target {
     Target::Path(real(&joined, facts))
 }
 
+/// [`resolve`] without following the last component: the name itself, in
+/// its directory's real path (what `ln -sf`, `rm` or `mv` act on when the
+/// name is a symlink).
+pub fn resolve_no_follow(arg: &Arg, cwd: Option<&Path>, facts: &dyn PathFacts) -> Target {
+    match resolve(arg, cwd, facts) {
+        Target::Path(_) => {
+            let raw = Path::new(&arg.text);
+            let joined = match (raw.is_absolute(), cwd) {
+                (true, _) => raw.to_path_buf(),
+                (false, Some(c)) => c.join(raw),
+                (false, None) => return Target::Unresolved,
+            };
+            let norm = normalize(&joined);
+            match (norm.parent(), norm.file_name()) {
+                (Some(parent), Some(name)) => Target::Path(real(parent, facts).join(name)),
+                _ => Target::Path(norm),
+            }
+        }
+        other => other,
+    }
+}
+
 /// The real path of an absolute path: the broker's answer for it, else its
 /// parent's real path plus its name, else the lexical normalization.
 pub fn real(p: &Path, facts: &dyn PathFacts) -> PathBuf {

@@ -92,6 +92,25 @@ pub fn build(
     let mut signals = false;
     let mut mount = false;
     let mut download = false;
+    // A netfilter listing keeps CAP_NET_ADMIN only when it is the whole
+    // request: every process of the action holds the profile's capabilities,
+    // so a pipeline or a second command would hold it too.
+    let listing = match effects {
+        [e] => {
+            e.netfilter_list
+                && e.writes.is_empty()
+                && e.deletes.is_empty()
+                && !e.network
+                && !e.wide_write
+                && !e.mount
+                && !e.signals
+                && e.category == Category::ReadOnly
+        }
+        _ => false,
+    };
+    if listing {
+        caps.push(crate::netfilter::LIST_CAP.to_string());
+    }
     for e in effects {
         for c in &e.caps {
             if !caps.iter().any(|x| x == c) {
@@ -178,6 +197,7 @@ pub fn build(
         limits.max_file_size = Some(block.max_download_size);
     }
     let name = match headline {
+        Category::ReadOnly if listing => "netfilter-list",
         Category::ReadOnly if writes.is_empty() && !wide => "read-only",
         other => other.as_str(),
     };
@@ -187,7 +207,12 @@ pub fn build(
         gid: facts.action_gid,
         groups: Vec::new(),
         capabilities: caps,
-        read_paths: vec![s(&facts.scratch_dir)],
+        // A listing writes nothing, not even scratch files.
+        read_paths: if listing {
+            Vec::new()
+        } else {
+            vec![s(&facts.scratch_dir)]
+        },
         read_all_except: Some(read_except),
         write_paths: if wide {
             Vec::new()
@@ -202,6 +227,6 @@ pub fn build(
         allow_mount: mount,
         timeout_secs: block.default_command_timeout,
         limits,
-        scratch_dir: Some(s(&facts.scratch_dir)),
+        scratch_dir: (!listing).then(|| s(&facts.scratch_dir)),
     })
 }

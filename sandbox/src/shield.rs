@@ -15,7 +15,12 @@
 //!   point already is pinned by a bind onto itself, so it cannot be renamed
 //!   or removed to move the protected path out of the way;
 //! - writable directories beneath a protected one (the scratch directory in
-//!   the state directory) are bound back read-write.
+//!   the state directory) are bound back read-write; beneath a hidden one
+//!   (the packaged layout hides all of `/var/lib/sysward`, and the action's
+//!   `TMPDIR` is `/var/lib/sysward/.agent/tmp`) the directory is taken as a
+//!   detached copy of its mount before the tmpfs covers it, then attached at
+//!   the same path inside the tmpfs, which is made read-only last: the
+//!   action sees only the path down to its scratch directory.
 //!
 //! Landlock then grants whole subtrees as the decision requires, and denies
 //! every change of the mount topology to the confined process (seccomp
@@ -60,11 +65,38 @@ impl CoverKind {
     }
 }
 
+/// A writable directory kept inside a hidden one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Keep {
+    /// The directory, as the host names it (and as it is named inside).
+    path: CString,
+    /// The directories to make in the tmpfs, shallow first, ending with
+    /// `path` itself (the mount point the copy is attached to).
+    mkdirs: Vec<CString>,
+}
+
+/// At most this many writable directories are kept inside one hidden
+/// directory: their descriptors are held in a fixed array while the tmpfs
+/// is built (no allocation in a vfork'd child).
+const MAX_KEEP: usize = 4;
+
+/// One mount step.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Op {
+    Cover(CoverKind, CString),
+    /// An empty tmpfs over a directory with writable directories beneath it
+    /// put back; the tmpfs is read-only once they are in place.
+    HideDirKeeping {
+        dir: CString,
+        keep: Vec<Keep>,
+    },
+}
+
 /// The mount steps for one protected set, in the order they must run
 /// (shallow paths first, so a later bind never hides an earlier one).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ShieldPlan {
-    ops: Vec<(CoverKind, CString)>,
+    ops: Vec<Op>,
     /// Protected or hidden paths that do not exist: a name cannot be covered
     /// before it exists, so these stay unprotected (for diagnostics).
     missing: Vec<PathBuf>,
@@ -193,14 +225,40 @@ impl ShieldPlan {
             if *kind == CoverKind::ReadOnly && strictly_inside(&read_only_dirs) {
                 continue;
             }
+            // A directory both read-only and hidden is only hidden (its
+            // tmpfs is read-only too).
+            if *kind == CoverKind::ReadOnly && hidden_dirs.contains(path) {
+                continue;
+            }
             steps.insert((depth(path), *kind, path.clone()));
         }
+        // A writable directory beneath a hidden one is kept by the outermost
+        // hidden directory above it (the one that gets the tmpfs).
+        let mut keeps: std::collections::BTreeMap<PathBuf, Vec<PathBuf>> = Default::default();
         for (path, _, is_dir) in &writable {
+            if !*is_dir {
+                continue;
+            }
+            let outer_hidden = hidden_dirs
+                .iter()
+                .filter(|d| path != *d && path.starts_with(d))
+                .min_by_key(|d| depth(d));
+            if let Some(h) = outer_hidden {
+                // A hidden directory beneath the bus directories is not
+                // covered at all (nothing is beneath an empty bus tmpfs).
+                if !buses.iter().any(|b| h != b && h.starts_with(b)) {
+                    keeps.entry(h.clone()).or_default().push(path.clone());
+                }
+                continue;
+            }
+            if hidden_dirs.contains(path) {
+                // Both hidden and writable: hidden wins (fail closed).
+                continue;
+            }
             let under_read_only = read_only_dirs
                 .iter()
                 .any(|d| path != d && path.starts_with(d));
-            let under_hidden = hidden_dirs.iter().any(|d| path.starts_with(d));
-            if *is_dir && under_read_only && !under_hidden {
+            if under_read_only {
                 steps.insert((depth(path), CoverKind::Writable, path.clone()));
             }
         }
@@ -241,10 +299,15 @@ impl ShieldPlan {
                 steps.insert((depth(&dir), CoverKind::Pin, dir));
             }
         }
-        let ops = steps
-            .into_iter()
-            .map(|(_, kind, path)| Ok((kind, cstring(&path)?)))
-            .collect::<Result<Vec<_>, SandboxError>>()?;
+        let mut ops = Vec::with_capacity(steps.len());
+        for (_, kind, path) in steps {
+            let c = cstring(&path)?;
+            let op = match keeps.get(&path) {
+                Some(kept) if kind == CoverKind::HideDir => keeping(&path, c, kept)?,
+                _ => Op::Cover(kind, c),
+            };
+            ops.push(op);
+        }
         Ok(ShieldPlan { ops, missing })
     }
 
@@ -257,11 +320,18 @@ impl ShieldPlan {
         &self.missing
     }
 
-    /// The steps, for tests and diagnostics.
+    /// The steps, for tests and diagnostics: a directory kept inside a
+    /// hidden one is listed as a writable step right after it.
     pub fn steps(&self) -> impl Iterator<Item = (CoverKind, &Path)> {
-        self.ops
-            .iter()
-            .map(|(k, c)| (*k, Path::new(std::ffi::OsStr::from_bytes(c.as_bytes()))))
+        fn path(c: &CString) -> &Path {
+            Path::new(std::ffi::OsStr::from_bytes(c.as_bytes()))
+        }
+        self.ops.iter().flat_map(move |op| match op {
+            Op::Cover(k, c) => vec![(*k, path(c))],
+            Op::HideDirKeeping { dir, keep } => std::iter::once((CoverKind::HideDir, path(dir)))
+                .chain(keep.iter().map(|k| (CoverKind::Writable, path(&k.path))))
+                .collect(),
+        })
     }
 
     /// unshare(CLONE_NEWNS), `/` made private recursively (nothing done here
@@ -291,11 +361,45 @@ impl ShieldPlan {
 
     /// Every step, in order, in the current (private) mount namespace.
     pub fn apply(&self) -> Result<(), (&'static str, i32)> {
-        for (kind, path) in &self.ops {
-            apply_one(*kind, path).map_err(|e| (kind.name(), e))?;
+        for op in &self.ops {
+            match op {
+                Op::Cover(kind, path) => apply_one(*kind, path).map_err(|e| (kind.name(), e))?,
+                Op::HideDirKeeping { dir, keep } => hide_keeping(dir, keep)?,
+            }
         }
         Ok(())
     }
+}
+
+/// The step that hides `dir` and keeps the writable directories `kept`
+/// (each strictly beneath it) inside.
+fn keeping(dir: &Path, c: CString, kept: &[PathBuf]) -> Result<Op, SandboxError> {
+    if kept.len() > MAX_KEEP {
+        return Err(SandboxError::step(
+            "mount namespace",
+            format!(
+                "more than {MAX_KEEP} writable directories beneath the hidden {}",
+                dir.display()
+            ),
+        ));
+    }
+    let mut keep = Vec::with_capacity(kept.len());
+    for k in kept {
+        let Ok(rel) = k.strip_prefix(dir) else {
+            continue;
+        };
+        let mut cur = dir.to_path_buf();
+        let mut mkdirs = Vec::new();
+        for comp in rel.components() {
+            cur.push(comp);
+            mkdirs.push(cstring(&cur)?);
+        }
+        keep.push(Keep {
+            path: cstring(k)?,
+            mkdirs,
+        });
+    }
+    Ok(Op::HideDirKeeping { dir: c, keep })
 }
 
 /// `struct mount_attr` of mount_setattr(2).
@@ -336,9 +440,25 @@ fn bind(source: &CString, target: &CString, flags: libc::c_ulong) -> Result<(), 
 /// Sets `attrs` on the mount at `path` and every mount beneath it, leaving
 /// its other flags as they were.
 fn set_attrs(path: &CString, attrs: u64) -> Result<(), i32> {
+    mount_setattr(path, attrs, 0, AT_RECURSIVE)
+}
+
+/// Sets `attrs` on the mount at `path` only (the mounts beneath keep theirs).
+fn set_attrs_one(path: &CString, attrs: u64) -> Result<(), i32> {
+    mount_setattr(path, attrs, 0, 0)
+}
+
+/// Makes the mount at `path` writable again: a bind copies the read-only
+/// flag of the mount it was taken from (a directory beneath a read-only
+/// cover), and a writable directory must stay writable.
+fn clear_read_only(path: &CString) -> Result<(), i32> {
+    mount_setattr(path, 0, MOUNT_ATTR_RDONLY, 0)
+}
+
+fn mount_setattr(path: &CString, set: u64, clear: u64, flags: libc::c_uint) -> Result<(), i32> {
     let attr = MountAttr {
-        attr_set: attrs,
-        attr_clr: 0,
+        attr_set: set,
+        attr_clr: clear,
         propagation: 0,
         userns_fd: 0,
     };
@@ -349,7 +469,7 @@ fn set_attrs(path: &CString, attrs: u64) -> Result<(), i32> {
             SYS_MOUNT_SETATTR,
             libc::AT_FDCWD,
             path.as_ptr(),
-            AT_RECURSIVE,
+            flags,
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )
@@ -361,9 +481,115 @@ fn set_attrs(path: &CString, attrs: u64) -> Result<(), i32> {
     }
 }
 
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const OPEN_TREE_CLOEXEC: libc::c_uint = libc::O_CLOEXEC as libc::c_uint;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+/// open_tree and move_mount are 428 and 429 on every architecture.
+const SYS_OPEN_TREE: libc::c_long = 428;
+const SYS_MOVE_MOUNT: libc::c_long = 429;
+
+fn close_all(fds: &[libc::c_int]) {
+    for fd in fds {
+        // SAFETY: descriptors this step opened and nothing else uses.
+        unsafe { libc::close(*fd) };
+    }
+}
+
+/// A detached copy of the mount tree at `path` (what a recursive bind would
+/// attach), as a descriptor.
+fn clone_tree(path: &CString) -> Result<libc::c_int, i32> {
+    // SAFETY: `path` is NUL-terminated; integer flags.
+    let fd = unsafe {
+        libc::syscall(
+            SYS_OPEN_TREE,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE,
+        )
+    };
+    if fd < 0 {
+        Err(errno())
+    } else {
+        Ok(fd as libc::c_int)
+    }
+}
+
+/// Attaches the detached tree `fd` at `target`.
+fn attach(fd: libc::c_int, target: &CString) -> Result<(), i32> {
+    // SAFETY: an empty NUL-terminated string with MOVE_MOUNT_F_EMPTY_PATH
+    // names `fd` itself; `target` is NUL-terminated.
+    let rc = unsafe {
+        libc::syscall(
+            SYS_MOVE_MOUNT,
+            fd,
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    if rc < 0 {
+        Err(errno())
+    } else {
+        Ok(())
+    }
+}
+
+/// An empty tmpfs over `dir` with each kept directory attached back at its
+/// own path, then the tmpfs alone (not the kept mounts) made read-only.
+fn hide_keeping(dir: &CString, keep: &[Keep]) -> Result<(), (&'static str, i32)> {
+    let mut fds = [-1 as libc::c_int; MAX_KEEP];
+    let n = keep.len().min(MAX_KEEP);
+    for i in 0..n {
+        match clone_tree(&keep[i].path) {
+            Ok(fd) => fds[i] = fd,
+            Err(e) => {
+                close_all(&fds[..i]);
+                return Err(("keep a writable directory", e));
+            }
+        }
+    }
+    let result = (|| {
+        // SAFETY: static or caller-owned NUL-terminated strings.
+        let rc = unsafe {
+            libc::mount(
+                c"tmpfs".as_ptr(),
+                dir.as_ptr(),
+                c"tmpfs".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                c"size=4k,mode=0755".as_ptr().cast(),
+            )
+        };
+        if rc < 0 {
+            return Err(("hide a directory", errno()));
+        }
+        for (i, k) in keep.iter().take(n).enumerate() {
+            for d in &k.mkdirs {
+                // SAFETY: a NUL-terminated path; an integer mode.
+                if unsafe { libc::mkdir(d.as_ptr(), 0o755) } < 0 && errno() != libc::EEXIST {
+                    return Err(("keep a writable directory (mkdir)", errno()));
+                }
+            }
+            attach(fds[i], &k.path).map_err(|e| ("keep a writable directory (attach)", e))?;
+            clear_read_only(&k.path).map_err(|e| ("keep a writable directory (writable)", e))?;
+        }
+        set_attrs_one(
+            dir,
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+        )
+        .map_err(|e| ("hide a directory (read-only)", e))
+    })();
+    close_all(&fds[..n]);
+    result
+}
+
 fn apply_one(kind: CoverKind, path: &CString) -> Result<(), i32> {
     match kind {
-        CoverKind::Pin | CoverKind::Writable => bind(path, path, libc::MS_REC),
+        CoverKind::Pin => bind(path, path, libc::MS_REC),
+        CoverKind::Writable => {
+            bind(path, path, libc::MS_REC)?;
+            clear_read_only(path)
+        }
         CoverKind::ReadOnly => {
             bind(path, path, libc::MS_REC)?;
             set_attrs(
@@ -448,5 +674,99 @@ mod tests {
         assert!(pin < secrets && pin < agent && agent < tmp);
         assert_eq!(plan.missing(), &[project.join("absent")]);
         std::fs::remove_dir_all(&base).unwrap();
+    }
+    #[test]
+    fn a_writable_directory_beneath_a_hidden_one_is_kept_in_the_plan() {
+        let base = std::env::temp_dir().join(format!("shield-keep-{}", std::process::id()));
+        let state = base.join("state");
+        std::fs::create_dir_all(state.join(".agent/tmp")).unwrap();
+        let plan = ShieldPlan::new(&ShieldInput {
+            read_only: vec![state.join(".agent")],
+            hidden: vec![state.clone()],
+            writable: vec![state.join(".agent/tmp")],
+            hide_dirs: Vec::new(),
+        })
+        .unwrap();
+        let real = std::fs::canonicalize(&state).unwrap();
+        let steps: Vec<(CoverKind, PathBuf)> =
+            plan.steps().map(|(k, p)| (k, p.to_path_buf())).collect();
+        let hide = steps.iter().position(|s| s.1 == real).unwrap();
+        assert_eq!(steps[hide].0, CoverKind::HideDir);
+        assert_eq!(
+            steps[hide + 1],
+            (CoverKind::Writable, real.join(".agent/tmp"))
+        );
+        // Nothing else beneath the hidden directory is covered.
+        assert_eq!(
+            steps.iter().filter(|s| s.1.starts_with(&real)).count(),
+            2,
+            "{steps:?}"
+        );
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// Applies a plan in a mount namespace of a thread's own (as the broker's
+    /// prepared namespaces are made) and checks what the thread sees.
+    #[test]
+    fn a_hidden_directory_keeps_its_writable_directory_usable() {
+        // SAFETY: geteuid has no arguments and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root (mount namespaces)");
+            return;
+        }
+        let base = std::env::temp_dir().join(format!("shield-keep-ns-{}", std::process::id()));
+        let state = base.join("state");
+        std::fs::create_dir_all(state.join(".agent/tmp")).unwrap();
+        std::fs::create_dir_all(state.join(".agent/approvals")).unwrap();
+        std::fs::write(state.join("audit.log"), "secret").unwrap();
+        std::fs::write(state.join(".agent/approvals/a.json"), "secret").unwrap();
+        // As in the packaged layout: the state directory is both read-only
+        // and hidden, and so is a directory beneath it.
+        let plan = ShieldPlan::new(&ShieldInput {
+            read_only: vec![state.clone(), state.join(".agent")],
+            hidden: vec![state.clone()],
+            writable: vec![state.join(".agent/tmp")],
+            hide_dirs: Vec::new(),
+        })
+        .unwrap();
+        let st = state.clone();
+        let seen = std::thread::spawn(move || -> Result<(), String> {
+            plan.enter_new_namespace()
+                .map_err(|(w, e)| format!("{w}: errno {e}"))?;
+            let mut wrong = Vec::new();
+            if std::fs::read(st.join("audit.log")).is_ok() {
+                wrong.push("the audit log is readable".to_string());
+            }
+            if std::fs::read(st.join(".agent/approvals/a.json")).is_ok() {
+                wrong.push("an approval is readable".to_string());
+            }
+            let names: Vec<String> = std::fs::read_dir(&st)
+                .map_err(|e| e.to_string())?
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .collect();
+            if names != [".agent"] {
+                wrong.push(format!("the hidden directory lists {names:?}"));
+            }
+            match std::fs::write(st.join("new"), "x") {
+                Err(e) if e.raw_os_error() == Some(libc::EROFS) => {}
+                other => wrong.push(format!("a new file in the hidden directory: {other:?}")),
+            }
+            if let Err(e) = std::fs::write(st.join(".agent/tmp/scratch"), "kept") {
+                wrong.push(format!("the scratch directory is not writable: {e}"));
+            }
+            if wrong.is_empty() {
+                Ok(())
+            } else {
+                Err(wrong.join("; "))
+            }
+        })
+        .join()
+        .unwrap();
+        // The scratch write reached the host's directory.
+        let on_host = std::fs::read_to_string(state.join(".agent/tmp/scratch"));
+        std::fs::remove_dir_all(&base).unwrap();
+        seen.unwrap();
+        assert_eq!(on_host.unwrap(), "kept");
     }
 }

@@ -3,8 +3,11 @@
 //! tree installed.
 //!
 //! - `--oracle`: every scenario's reference solution, replayed as the
-//!   model's tool calls by the scripted model, passes its check (a CI subset
-//!   by default; `SYSWARD_EVAL_ALL=1` runs all of eval/scenarios).
+//!   model's tool calls by the scripted model, passes its check; beside it
+//!   `--null-model` (does nothing, claims DONE) fails every repair and
+//!   hardening scenario, so their checks look at the host's state. A CI
+//!   subset by default; `SYSWARD_EVAL_ALL=1` runs all of eval/scenarios
+//!   (as does scripts/eval-bench.sh). The report's chart is well-formed SVG.
 //! - a smoke run against the real small model server (scripts/real-model)
 //!   over three scenarios: the runs end cleanly, within their time limit,
 //!   and are reported. The score is not asserted.
@@ -23,8 +26,11 @@ use std::time::{Duration, Instant};
 use sysward_tests::packaged::deb;
 use sysward_tests::*;
 
-/// One per tag and per approval rule, the cheap ones: about 3 minutes with
-/// two hosts at a time on a loaded 2-core machine.
+/// Every tag, every approval rule and a private-network host, the cheap
+/// ones (no apt downloads): under the oracle and the null model 202 s with
+/// two hosts at a time on a 2-core machine at load 25, where the whole set
+/// took 410 s at load 10-23. The whole set: SYSWARD_EVAL_ALL=1 or
+/// scripts/eval-bench.sh.
 const CI_SUBSET: &[&str] = &[
     "01-disk-risk-readonly",
     "03-restart-db-needs-approval",
@@ -35,6 +41,17 @@ const CI_SUBSET: &[&str] = &[
     "14-user-cannot-log-in",
     "16-ssh-hardening",
     "17-package-held-back",
+    "30-inode-exhaustion",
+    "31-runaway-log-file",
+    "33-service-dependency-order",
+    "35-stale-pid-file",
+    "40-sudoers-syntax-error",
+    "44-journald-size-cap",
+    "47-stray-suid-binaries",
+    "49-bind-localhost-only",
+    "50-deleted-file-holds-space",
+    "51-service-restart-policy",
+    "52-offboard-user",
 ];
 
 fn repo() -> PathBuf {
@@ -111,6 +128,37 @@ fn run_eval(args: &[String], limit: Duration) -> (std::process::Output, Value) {
     (out, serde_json::from_str(&report).unwrap())
 }
 
+/// The chart beside the reports: a well-formed SVG document (Python's XML
+/// parser, the one on every CI machine), one bar per endpoint and category.
+fn assert_chart(out: &Path, endpoints: &[&str]) {
+    let svg = out.join("report.svg");
+    let text = std::fs::read_to_string(&svg).unwrap_or_else(|e| panic!("{}: {e}", svg.display()));
+    let parsed = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, xml.etree.ElementTree as E\n\
+             root = E.parse(sys.argv[1]).getroot()\n\
+             assert root.tag == '{http://www.w3.org/2000/svg}svg', root.tag\n\
+             print(sum(1 for r in root.iter('{http://www.w3.org/2000/svg}rect') if r.get('class') == 'bar'))",
+        ])
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(parsed.status.success(), "report.svg: {}", describe(&parsed));
+    let bars: usize = String::from_utf8_lossy(&parsed.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    // At least "overall" and one tag for every endpoint.
+    assert!(bars >= 2 * endpoints.len(), "{bars} bars in {text}");
+    for e in endpoints {
+        assert!(
+            text.contains(&format!(">{e}<")),
+            "no legend for {e}: {text}"
+        );
+    }
+}
+
 #[test]
 fn every_reference_solution_passes_in_oracle_mode() {
     let test = "every_reference_solution_passes_in_oracle_mode";
@@ -118,17 +166,21 @@ fn every_reference_solution_passes_in_oracle_mode() {
         return;
     }
     let all = std::env::var("SYSWARD_EVAL_ALL").as_deref() == Ok("1");
-    let dirs: Vec<String> = if all {
-        vec![scenarios_dir().display().to_string()]
+    let names: Vec<String> = if all {
+        let mut v: Vec<String> = std::fs::read_dir(scenarios_dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
     } else {
-        CI_SUBSET
-            .iter()
-            .map(|s| scenarios_dir().join(s).display().to_string())
-            .collect()
+        CI_SUBSET.iter().map(|s| s.to_string()).collect()
     };
     let out = out_dir("eval-oracle");
+    // The null model beside the oracle: the negative control.
     let mut args = vec![
         "--oracle".to_string(),
+        "--null-model".into(),
         "--jobs".into(),
         "2".into(),
         "--deb".into(),
@@ -136,22 +188,22 @@ fn every_reference_solution_passes_in_oracle_mode() {
         "--output".into(),
         out.display().to_string(),
     ];
-    args.extend(dirs);
+    args.extend(
+        names
+            .iter()
+            .map(|n| scenarios_dir().join(n).display().to_string()),
+    );
     let t = Instant::now();
-    let (proc_out, report) = run_eval(&args, Duration::from_secs(1800));
+    let (proc_out, report) = run_eval(&args, Duration::from_secs(2400));
     println!(
-        "oracle: {:.0} s\n{}",
+        "oracle and null model: {:.0} s\n{}",
         t.elapsed().as_secs_f64(),
         String::from_utf8_lossy(&proc_out.stdout)
     );
     let runs = report["runs"].as_array().unwrap();
-    let expected = if all {
-        std::fs::read_dir(scenarios_dir()).unwrap().count()
-    } else {
-        CI_SUBSET.len()
-    };
-    assert_eq!(runs.len(), expected, "{}", describe(&proc_out));
-    let failed: Vec<String> = runs
+    assert_eq!(runs.len(), 2 * names.len(), "{}", describe(&proc_out));
+    let of = |model: &str| -> Vec<&Value> { runs.iter().filter(|r| r["model"] == model).collect() };
+    let failed: Vec<String> = of("oracle")
         .iter()
         .filter(|r| r["pass"] != true)
         .map(|r| {
@@ -162,7 +214,30 @@ fn every_reference_solution_passes_in_oracle_mode() {
         })
         .collect();
     assert!(failed.is_empty(), "oracle failures:\n{}", failed.join("\n"));
-    assert_eq!(proc_out.status.code(), Some(0), "{}", describe(&proc_out));
+    // A repair or hardening scenario that passes when nothing was done has
+    // a check that does not look at the change.
+    let hollow: Vec<String> = of("null")
+        .iter()
+        .filter(|r| r["pass"] == true)
+        .filter(|r| {
+            r["tags"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t == "repair" || t == "harden")
+        })
+        .map(|r| format!("{} (artifacts {})", r["scenario"], r["artifacts"]))
+        .collect();
+    assert!(
+        hollow.is_empty(),
+        "passes under the null model:\n{}",
+        hollow.join("\n")
+    );
+    for r in of("null") {
+        assert!(r["error"].is_null(), "null model run broke: {r:#}");
+    }
+    // Every null run of a repair scenario failed, so not everything passed.
+    assert_eq!(proc_out.status.code(), Some(1), "{}", describe(&proc_out));
     // The report keeps the transcript and the audit log of every run.
     for r in runs {
         let dir = PathBuf::from(r["artifacts"].as_str().unwrap());
@@ -171,6 +246,59 @@ fn every_reference_solution_passes_in_oracle_mode() {
         }
     }
     assert!(out.join("report.md").is_file());
+    assert_chart(&out, &["null", "oracle"]);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// An eval host shares this machine's kernel: whatever the model does in it,
+/// it cannot set this machine's clock or load kernel modules.
+#[test]
+fn an_eval_host_cannot_set_the_clock_or_load_modules() {
+    let test = "an_eval_host_cannot_set_the_clock_or_load_modules";
+    if !hosts_available(test) {
+        return;
+    }
+    let out = out_dir("eval-caps");
+    let sc = out.join("scenarios/clock");
+    std::fs::create_dir_all(&sc).unwrap();
+    for (name, text) in [
+        ("scenario.conf", "tags=security\ntime_limit=60\napprovals=deny-all\n"),
+        ("task.md", "# Nothing\nReport the date.\n"),
+        ("setup.sh", "set -e\n"),
+        (
+            "check.sh",
+            // CAP_SYS_MODULE is bit 16, CAP_SYS_TIME bit 25 of the bounding
+            // set of the host's systemd, which sysward's actions inherit (the
+            // check itself enters the host with this machine's set); a
+            // service of that systemd must be refused `date -s`.
+            "bnd=$(awk '/^CapBnd/ {print $2}' /proc/1/status)\n\
+             echo \"CapBnd $bnd\"\n\
+             [ $(( 0x$bnd >> 25 & 1 )) = 0 ] || { echo 'CAP_SYS_TIME kept'; exit 1; }\n\
+             [ $(( 0x$bnd >> 16 & 1 )) = 0 ] || { echo 'CAP_SYS_MODULE kept'; exit 1; }\n\
+             if systemd-run --quiet --wait --pipe --collect date -s \"@$(date +%s)\"; then echo 'date -s worked'; exit 1; fi\n",
+        ),
+    ] {
+        std::fs::write(sc.join(name), text).unwrap();
+    }
+    let args = vec![
+        "--null-model".to_string(),
+        "--deb".into(),
+        deb().display().to_string(),
+        "--output".into(),
+        out.join("report").display().to_string(),
+        sc.display().to_string(),
+    ];
+    let (proc_out, report) = run_eval(&args, Duration::from_secs(600));
+    let run = &report["runs"][0];
+    let check = std::fs::read_to_string(
+        PathBuf::from(run["artifacts"].as_str().unwrap()).join("check.log"),
+    )
+    .unwrap_or_default();
+    assert!(
+        run["pass"] == true,
+        "{run:#}\n{check}\n{}",
+        describe(&proc_out)
+    );
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -280,5 +408,6 @@ fn a_smoke_run_against_the_real_small_model_ends_cleanly_and_is_reported() {
         assert!(r["wall_s"].as_f64().unwrap() < 600.0, "{r:#}");
     }
     assert!(report["models"][0]["model"] == "SmolLM2-135M-Instruct");
+    assert_chart(&out, &["SmolLM2-135M-Instruct"]);
     let _ = std::fs::remove_dir_all(&out);
 }

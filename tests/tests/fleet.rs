@@ -495,7 +495,11 @@ fn fleet_play(test: &str, n: usize) {
     write(
         &ctl.dir.join("group_vars/all/main.yml"),
         &format!(
+            // The hourly timer would run the tasks before the run play when
+            // a test crosses the hour: its schedule goes out of reach
+            // through the role's drop-in (checked below).
             "---\nsysward_deb_path: {deb}\nsysward_model: scripted-model\nsysward_request_timeout: 120\nsysward_api_key: \"{{{{ vault_api_key }}}}\"\n\
+             sysward_timer_on_calendar: \"2099-12-31 23:00:00\"\n\
              sysward_tasks_dir: {d}/tasks\nsysward_secrets:\n  - name: fleet_token\n    value: \"{{{{ vault_fleet_token }}}}\"\n    scope:\n      - env /usr/bin/curl FLEET_TOKEN\n",
             deb = deb.display(),
             d = ctl.dir.display()
@@ -563,6 +567,17 @@ fn fleet_play(test: &str, n: usize) {
                 "sysward-run.timer"
             ]),
             "enabled\nenabled\n"
+        );
+        assert!(
+            h.ok(&[
+                "systemctl",
+                "show",
+                "-p",
+                "TimersCalendar",
+                "sysward-run.timer"
+            ])
+            .contains("2099-12-31 23:00:00"),
+            "the timer's schedule drop-in did not apply"
         );
         assert_eq!(
             h.ok(&[
@@ -955,5 +970,32 @@ fn the_aggregator_reads_fetched_results() {
     ] {
         assert!(text.contains(needle), "{needle} missing:\n{text}");
     }
+    // A host whose tasks are DONE, one of them in an earlier run (SKIPPED:
+    // unchanged since), passes --strict on its own.
+    let done_dir = dir.join("done-only");
+    let put_done = |file: &str, text: &str| {
+        let p = done_dir.join("d").join(file);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    };
+    put_done(
+        "run.jsonl",
+        &summary(&[("01-x.md", "DONE"), ("02-y.md", "SKIPPED")], 0),
+    );
+    put_done("run.rc", "0\n");
+    put_done("audit-verify.rc", "0\n");
+    put_done("audit-verify.txt", "audit chain ok: 3 records\n");
+    let strict = Command::new("python3")
+        .arg(&script)
+        .arg(&done_dir)
+        .arg("--strict")
+        .output()
+        .unwrap();
+    assert!(strict.status.success(), "{}", describe(&strict));
+    assert!(
+        String::from_utf8_lossy(&strict.stdout).contains("DONE*"),
+        "{}",
+        describe(&strict)
+    );
     let _ = fs::remove_dir_all(&dir);
 }

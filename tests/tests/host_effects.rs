@@ -182,6 +182,12 @@ fn run_layout(test: &str, project: &Path) {
         restore.paths.push(PathBuf::from(p));
     }
     restore.paths.push(beside.clone());
+    // A link in /etc to a file elsewhere, as /etc/localtime is: `ln -sf`
+    // replaces the link in /etc, not the file it points at.
+    let etc_link = format!("/etc/sysward-effects-{pid}.link");
+    let _ = std::fs::remove_file(&etc_link);
+    std::os::unix::fs::symlink("/usr/lib/os-release", &etc_link).unwrap();
+    restore.paths.push(PathBuf::from(&etc_link));
     // Another user's 0700 directory with a key in it.
     let home = PathBuf::from(format!("/var/tmp/sysward-effects-home-{pid}"));
     std::fs::create_dir_all(home.join(".ssh")).unwrap();
@@ -227,6 +233,7 @@ fn run_layout(test: &str, project: &Path) {
         ("ss -tln", shell("ss -tln")),
         ("ip -br link", shell("ip -br link")),
         ("another user's 0700 directory", shell(&format!("cat {}/.ssh/authorized_keys", home.display()))),
+        ("ln -sf over a link in /etc", shell(&format!("ln -sf /etc/hostname {etc_link}"))),
     ];
     if let Some(line) = &login_line {
         steps.push(("edit_file /etc/login.defs", tool("edit_file", serde_json::json!({"path":"/etc/login.defs","old_text":line,"new_text":"PASS_WARN_AGE\t9"}))));
@@ -353,7 +360,14 @@ fn run_layout(test: &str, project: &Path) {
         "cat in another user's 0700 directory",
         10,
     );
-    let mut next = 11;
+    check(
+        ok(11)
+            && std::fs::read_link(&etc_link).ok() == Some(PathBuf::from("/etc/hostname"))
+            && std::fs::read_to_string("/usr/lib/os-release").is_ok_and(|t| t.contains("ID=")),
+        "ln -sf replaces a link in /etc (the file it pointed at is untouched)",
+        11,
+    );
+    let mut next = 12;
     if login_line.is_some() {
         let defs = std::fs::read_to_string("/etc/login.defs").unwrap_or_default();
         check(

@@ -348,6 +348,9 @@ pub fn classify(name: &str, args: &[Arg], cx: &mut Cx<'_>) -> Effect {
     if READERS.contains(&name) {
         return match name {
             "grep" | "egrep" | "fgrep" | "zgrep" | "rgrep" => grep(name, args, cx),
+            // tr reads only its standard input: its operands are character
+            // sets (`tr / _`, `tr -d '\r'`), never files.
+            "tr" => Effect::ro("tr translates its input"),
             _ => files::reader(name, args, cx, &reader_value_opts(name)),
         };
     }

@@ -2,7 +2,7 @@
 
 use super::args::Opts;
 use super::{Cx, Effect, WriteKind};
-use crate::paths::Target;
+use crate::paths::{self, Target};
 use crate::shell::Arg;
 use crate::types::{Category, Risk};
 
@@ -173,7 +173,17 @@ pub fn ln(args: &[Arg], cx: &Cx<'_>) -> Effect {
         }
     };
     if let Some(d) = dest {
-        e.writes.push((cx.target(&d), WriteKind::Create));
+        // The link replaces the name itself (`ln -sf X /etc/localtime`
+        // rewrites /etc's entry, not the zone file it points at), or — a
+        // name that is a link to a directory, without -n/-T — goes inside
+        // that directory: both, unless -n/-T rules the second out.
+        let itself = paths::resolve_no_follow(&d, cx.cwd.as_deref(), cx.paths);
+        let followed = cx.target(&d);
+        let no_deref = o.has_any("nT", &["no-dereference", "no-target-directory"]);
+        if !no_deref && followed != itself {
+            e.writes.push((followed, WriteKind::Create));
+        }
+        e.writes.push((itself, WriteKind::Create));
     } else {
         e.writes.push((Target::Unresolved, WriteKind::Create));
     }
@@ -721,7 +731,6 @@ pub fn awk(name: &str, args: &[Arg], cx: &Cx<'_>) -> Effect {
 
 fn awk_is_unsafe(p: &str) -> bool {
     if p.contains("system")
-        || p.contains('|')
         || p.contains("getline")
         || p.contains("ENVIRON")
         || p.contains("@load")
@@ -729,32 +738,86 @@ fn awk_is_unsafe(p: &str) -> bool {
     {
         return true;
     }
-    // `>` is output redirection unless it compares with a number (`$3 > 100`, `NR>=2`).
-    let b = p.as_bytes();
-    let mut in_str = false;
+    // Pipes and redirections are looked for in the code only: a `|` or `>`
+    // in a string ("a|b") or a regular expression (/^(root|daemon):/) is
+    // text, and `||` is a logical or.
+    let code = awk_code(p);
+    let b = code.as_bytes();
     let mut k = 0;
     while k < b.len() {
-        let ch = b[k];
-        if ch == b'"' && (k == 0 || b[k - 1] != b'\\') {
-            in_str = !in_str;
-        } else if ch == b'>' && !in_str {
-            let mut j = k + 1;
-            if j < b.len() && b[j] == b'=' {
+        match b[k] {
+            b'|' if b.get(k + 1) == Some(&b'|') => {
                 k += 2;
                 continue;
             }
-            while j < b.len() && b[j] == b' ' {
-                j += 1;
+            b'|' => return true,
+            b'>' => {
+                let mut j = k + 1;
+                if j < b.len() && b[j] == b'=' {
+                    k += 2;
+                    continue;
+                }
+                // `>` is output redirection unless it compares with a
+                // number or an expression (`$3 > 100`, `NR>=2`, `$1 > $2`).
+                while j < b.len() && b[j] == b' ' {
+                    j += 1;
+                }
+                let numeric = j < b.len()
+                    && (b[j].is_ascii_digit() || b[j] == b'-' || b[j] == b'$' || b[j] == b'(');
+                if !numeric {
+                    return true;
+                }
             }
-            let numeric = j < b.len()
-                && (b[j].is_ascii_digit() || b[j] == b'-' || b[j] == b'$' || b[j] == b'(');
-            if !numeric {
-                return true;
-            }
+            _ => {}
         }
         k += 1;
     }
     false
+}
+
+/// The awk program with the contents of its strings and regular expression
+/// literals blanked (their delimiters kept), so that only code is searched.
+/// A `/` opens a regular expression where only an operand can follow (at
+/// the start, after `(`, `,`, `{`, `}`, `;`, `!`, `~`, `&`, `|`, `=`, `<`,
+/// `>`, `*`, `%`, `^`, `?`, `:`, a newline); elsewhere it divides, and after
+/// `+` or `-` it may do either (`x++ / 2`), so it is read as a division: a
+/// division mistaken for a regular expression would hide code, the other
+/// way round only shows more. A literal ends at its first unescaped
+/// delimiter (a `/` inside brackets included, as the one-true-awk reads it)
+/// or at a newline (awk has no multi-line literals).
+fn awk_code(p: &str) -> String {
+    let b = p.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut prev = b'\n';
+    let mut k = 0;
+    while k < b.len() {
+        let ch = b[k];
+        let regex = ch == b'/' && b"\n(,{};!~&|=<>*%^?:".contains(&prev);
+        if ch == b'"' || regex {
+            out.push(ch);
+            k += 1;
+            while k < b.len() && b[k] != ch && b[k] != b'\n' {
+                if b[k] == b'\\' && k + 1 < b.len() && b[k + 1] != b'\n' {
+                    out.push(b' ');
+                    k += 1;
+                }
+                out.push(b' ');
+                k += 1;
+            }
+            if k < b.len() && b[k] == ch {
+                out.push(ch);
+                k += 1;
+            }
+            prev = b'a';
+            continue;
+        }
+        out.push(ch);
+        if !ch.is_ascii_whitespace() || ch == b'\n' {
+            prev = ch;
+        }
+        k += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 pub fn tar(args: &[Arg], cx: &Cx<'_>) -> Effect {

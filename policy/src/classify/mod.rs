@@ -60,6 +60,9 @@ pub struct Effect {
     pub unanalysable: bool,
     /// Made by a file tool (argv[0] is its name): the write rules apply.
     pub file_tool: bool,
+    /// Exactly a netfilter listing ([`crate::netfilter`]): it keeps
+    /// CAP_NET_ADMIN when it is the whole request.
+    pub netfilter_list: bool,
 }
 
 impl Effect {
@@ -81,6 +84,7 @@ impl Effect {
             text: String::new(),
             unanalysable: false,
             file_tool: false,
+            netfilter_list: false,
         }
     }
 
@@ -109,6 +113,12 @@ impl Effect {
                 self.caps.push(c);
             }
         }
+        self
+    }
+
+    /// Marks a netfilter listing (see [`crate::netfilter`]).
+    pub fn netfilter_listing(mut self) -> Effect {
+        self.netfilter_list = true;
         self
     }
 
@@ -554,7 +564,13 @@ fn classify_cmd(cmd: Cmd, an: &mut Analyzer, paths: &dyn PathFacts) -> Effect {
             )));
         }
     }
+    let words = cmd.argv.len();
     let (mut effect, argv) = wrappers::unwrap_and_classify(cmd.argv, &mut cx);
+    // A listing keeps its capability only as the command itself: not run
+    // through a wrapper (`sudo`, `env`, `timeout`), not with variables.
+    if argv.len() != words || !cmd.assigns.is_empty() {
+        effect.netfilter_list = false;
+    }
     effect.merge(base);
     effect.argv = argv.iter().map(|a| a.text.clone()).collect();
     // Operator rules see the program name without its directory.

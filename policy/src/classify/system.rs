@@ -45,6 +45,21 @@ pub(super) fn service(reason: String) -> Effect {
     Effect::new(Category::Service, Risk::High, reason)
 }
 
+/// True when the command is exactly a netfilter listing
+/// ([`crate::netfilter`]): every word literal, none a pattern.
+fn listing(name: &str, args: &[Arg]) -> bool {
+    if args
+        .iter()
+        .any(|a| !a.literal || a.glob || a.under.is_some())
+    {
+        return false;
+    }
+    let argv: Vec<String> = std::iter::once(name.to_string())
+        .chain(args.iter().map(|a| a.text.clone()))
+        .collect();
+    crate::netfilter::is_listing(&argv)
+}
+
 pub(super) fn admin(risk: Risk, reason: String, caps: &[&'static str]) -> Effect {
     Effect::new(Category::Admin, risk, reason).with_caps(caps)
 }
@@ -742,10 +757,12 @@ pub fn classify(name: &str, args: &[Arg], cx: &mut Cx<'_>) -> Option<Effect> {
             let first = o.operands.first().and_then(|a| a.plain()).unwrap_or("");
             if o.has_value(&["-f", "--file"]) {
                 admin(Risk::High, "nft loads a ruleset file".into(), NET_CAPS)
+            } else if listing(name, args) {
+                Effect::ro("nft lists rules").netfilter_listing()
             } else if matches!(first, "list" | "describe" | "monitor" | "--version" | "-v")
                 || o.operands.is_empty()
             {
-                Effect::ro("nft lists rules")
+                Effect::ro("nft lists rules (not a listing form that keeps CAP_NET_ADMIN)")
             } else {
                 admin(
                     Risk::High,
@@ -786,18 +803,28 @@ pub fn classify(name: &str, args: &[Arg], cx: &mut Cx<'_>) -> Option<Effect> {
             });
             if changes {
                 admin(Risk::High, format!("{name} changes the firewall"), NET_CAPS)
+            } else if listing(name, args) {
+                Effect::ro(format!("{name} lists rules")).netfilter_listing()
             } else {
-                Effect::ro(format!("{name} lists rules")).with_caps(NET_CAPS)
+                Effect::ro(format!(
+                    "{name} lists rules (not a listing form that keeps CAP_NET_ADMIN)"
+                ))
             }
         }
-        "iptables-save" | "ip6tables-save" | "nft-save" => super::files::output_file(
-            name,
-            args,
-            cx,
-            &["-f", "--file"],
-            &["-t", "--table", "-M", "--modprobe"],
-        )
-        .with_caps(NET_CAPS),
+        "iptables-save" | "ip6tables-save" | "nft-save" => {
+            let e = super::files::output_file(
+                name,
+                args,
+                cx,
+                &["-f", "--file"],
+                &["-t", "--table", "-M", "--modprobe"],
+            );
+            if listing(name, args) {
+                e.netfilter_listing()
+            } else {
+                e
+            }
+        }
         "iptables-restore" | "ip6tables-restore" | "iptables-apply" | "netfilter-persistent" => {
             if args.iter().any(|a| a.text == "-t" || a.text == "--test") {
                 Effect::ro(format!("{name} --test"))

@@ -283,7 +283,8 @@ def main(argv=None):
                 h["run"] is None
                 or h["pending"]
                 or h["audit"]["state"] != "ok"
-                or any(t["status"] != "DONE" for t in h["tasks"].values())
+                # SKIPPED: DONE in an earlier run and unchanged since.
+                or any(t["status"] not in ("DONE", "SKIPPED") for t in h["tasks"].values())
             ):
                 return 1
     return 0

@@ -1,0 +1,3 @@
+set -e
+ln -sf /usr/share/zoneinfo/America/New_York /etc/localtime
+echo America/New_York > /etc/timezone

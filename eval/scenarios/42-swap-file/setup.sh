@@ -1,0 +1,2 @@
+set -e
+cp /etc/fstab /root/eval/fstab.orig
