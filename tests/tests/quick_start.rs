@@ -64,7 +64,23 @@ fn the_quick_start_works_on_a_fresh_debian_without_sudo() {
         return;
     };
     // A fresh Debian: the test bed's base has sudo, a fresh minimal one not.
-    host.sh_ok("DEBIAN_FRONTEND=noninteractive apt-get purge -y -q sudo >/dev/null 2>&1; ! command -v sudo");
+    // (sudo's prerm refuses without a root password unless forced.)
+    host.sh_ok("SUDO_FORCE_REMOVE=yes DEBIAN_FRONTEND=noninteractive apt-get purge -y -q sudo >/dev/null 2>&1; ! command -v sudo");
+    // The local CAs this machine trusts (an egress that inspects TLS) are
+    // the host's too, or nothing it downloads over https verifies.
+    if let Ok(dir) = std::fs::read_dir("/usr/local/share/ca-certificates") {
+        for ca in dir.flatten() {
+            let name = ca.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".crt") {
+                host.copy_in(
+                    &ca.path(),
+                    &format!("/usr/local/share/ca-certificates/{name}"),
+                    0o644,
+                );
+            }
+        }
+        host.sh_ok("update-ca-certificates >/dev/null");
+    }
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let tar = std::env::temp_dir().join(format!("sysward-quick-start-{}.tar", std::process::id()));
     let archived = Command::new("git")
@@ -79,9 +95,26 @@ fn the_quick_start_works_on_a_fresh_debian_without_sudo() {
     host.copy_in(&tar, "/root/sysward.tar", 0o600);
     let _ = std::fs::remove_file(&tar);
     host.sh_ok("cd /root && tar -xf sysward.tar && rm sysward.tar");
+    // Where sh.rustup.rs does not resolve (a network that reaches only the
+    // package registries), the same installer comes from its own host.
+    let rustup_reachable = Command::new("getent")
+        .args(["hosts", "sh.rustup.rs"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let commands: Vec<String> = quick_start_commands()
+        .into_iter()
+        .map(|c| {
+            if !rustup_reachable && c.contains("https://sh.rustup.rs") {
+                println!("sh.rustup.rs does not resolve here: rustup-init from static.rust-lang.org instead");
+                "curl --proto '=https' --tlsv1.2 -sSf -o /tmp/rustup-init https://static.rust-lang.org/rustup/dist/x86_64-unknown-linux-gnu/rustup-init && chmod +x /tmp/rustup-init && /tmp/rustup-init -y".to_string()
+            } else {
+                c
+            }
+        })
+        .collect();
     let script = format!(
         "set -e\ncd /root\nexport HOME=/root\n{}\n",
-        quick_start_commands().join("\n")
+        commands.join("\n")
     );
     println!("{script}");
     let out = host.run_timeout(&["bash", "-c", &script], Duration::from_secs(3600));
