@@ -56,6 +56,19 @@ fn base64_pieces_of(value: &str) -> Vec<String> {
         .collect()
 }
 
+/// A project with an open policy, one task and an empty secrets directory
+/// (0700).
+fn open_project(p: &TestProject, server: &Handle, task: &str) {
+    p.init_conf(server, "")
+        .agent_md(
+            "EXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive\nALLOW_OUTSIDE_PROJECT_READ=true\nALLOW_OUTSIDE_PROJECT_WRITE=true",
+        )
+        .write("01-t.md", task);
+    let dir = p.path("secrets");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+}
+
 #[test]
 fn a_tmpfile_secret_exists_only_for_its_action_and_no_later_action_reads_it() {
     if !require_root("a_tmpfile_secret_exists_only_for_its_action") {
@@ -85,14 +98,7 @@ fn a_tmpfile_secret_exists_only_for_its_action_and_no_later_action_reads_it() {
         steps.join(",")
     ));
     let p = TestProject::new("tmpfile-secret");
-    p.init_conf(&server, "")
-        .agent_md(
-            "EXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive\nALLOW_OUTSIDE_PROJECT_READ=true\nALLOW_OUTSIDE_PROJECT_WRITE=true",
-        )
-        .write("01-t.md", "# T\nUse the db secret.\n");
-    let dir = p.path("secrets");
-    std::fs::create_dir(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    open_project(&p, &server, "# T\nUse the db secret.\n");
     p.write("secrets/db", &format!("{VALUE}\n"));
     p.write(
         "secrets/db.scope",
@@ -252,14 +258,7 @@ fn a_file_secret_stays_for_its_service_and_no_later_action_reads_it() {
         r#"{{"never_contains":["{PERSISTENT}","Other-Value-3b7e9a12"],"steps":[{}]}}"#,
         steps.join(",")
     ));
-    p.init_conf(&server, "")
-        .agent_md(
-            "EXECUTION_MODE=privileged\nAPPROVAL_MODE=permissive\nALLOW_OUTSIDE_PROJECT_READ=true\nALLOW_OUTSIDE_PROJECT_WRITE=true",
-        )
-        .write("01-t.md", "# T\nDeliver the db secret.\n");
-    let dir = p.path("secrets");
-    std::fs::create_dir(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    open_project(&p, &server, "# T\nDeliver the db secret.\n");
     p.write("secrets/db", &format!("{PERSISTENT}\n"));
     p.write("secrets/db.scope", &format!("file {t}\n"));
     p.write("secrets/other", "Other-Value-3b7e9a12\n");
