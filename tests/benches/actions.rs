@@ -1,8 +1,8 @@
 //! End to end through the broker: request → decision → audit → confined
 //! `/bin/true` (read-only) and `touch` of a project file (a write, in its
 //! protecting mount namespace) → result, beside a bare spawn of `/bin/true` and
-//! `bwrap --ro-bind / / --unshare-net --unshare-pid --die-with-parent /bin/true`,
-//! in the same run (as root).
+//! `bwrap --ro-bind / / --unshare-net --unshare-pid --die-with-parent /bin/true`
+//! and a bare spawn of the same `touch`, in the same run (as root).
 //!
 //! `cargo build --release --workspace --bins && cargo bench -p sysward-tests --bench actions [-- N]`
 
@@ -103,6 +103,13 @@ fn main() {
     p.write("01-bench.md", &format!("{n} touch {}", target.display()));
     let writes = timed_session(&ctx, &op, "write actions");
     let write = stats("write action (+ protecting mount namespace)", writes);
+    // The same program spawned bare: `touch` itself costs more than `true`
+    // (coreutils' start-up), which is not the confinement's cost.
+    let target_text = target.display().to_string();
+    let bare_touch = stats(
+        "bare spawn of the same touch",
+        spawn_times(n, &["touch", &target_text]),
+    );
     p.write("01-bench.md", &n.to_string());
     if std::env::args().any(|a| a == "--breakdown") {
         let cgroup_root = ctx.runner.cgroup_root.take();
@@ -151,5 +158,9 @@ fn main() {
     }
     println!("ratio broker/bare (medians): {:.2}", broker / bare);
     println!("ratio write/bare (medians): {:.2}", write / bare);
+    println!(
+        "ratio write/bare touch (medians, the same program): {:.2}",
+        write / bare_touch
+    );
     println!("ratio bwrap/broker (medians): {:.2}", bwrap / broker);
 }
