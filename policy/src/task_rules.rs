@@ -18,18 +18,17 @@
 
 use crate::block::{OperatorRule, RuleAction, WriteRule};
 
-/// The file tools a pre-approval may name.
-const FILE_TOOLS: &[&str] = &[
-    "write_file",
-    "edit_file",
-    "append_file",
-    "copy_file",
-    "move_file",
-    "remove_file",
-    "mkdir",
-    "chmod",
-    "chown",
-];
+/// The file tools a pre-approval may name: those of the shared tool list
+/// that change files (by their catalog entry).
+fn file_tools() -> Vec<&'static str> {
+    use crate::tools::Access;
+    sysward_ipc::tools::Tool::ALL
+        .iter()
+        .filter_map(|t| crate::tools::catalog(*t))
+        .filter(|s| !matches!(s.access, Access::None | Access::Read))
+        .map(|s| s.tool.name())
+        .collect()
+}
 
 /// At most this many lines in one block.
 const MAX_LINES: usize = 64;
@@ -109,7 +108,7 @@ pub fn parse(text: &str, origin: &str) -> Result<TaskApprovals, String> {
                 line: line_no,
                 origin: Some(origin.to_string()),
             }),
-            t if FILE_TOOLS.contains(&t) => {
+            t if file_tools().contains(&t) => {
                 if rest.len() != 1 {
                     return Err(format!("line {line_no}: `{t}` takes one path glob"));
                 }
@@ -126,7 +125,7 @@ pub fn parse(text: &str, origin: &str) -> Result<TaskApprovals, String> {
             other => {
                 return Err(format!(
                 "line {line_no}: `{other}` cannot be pre-approved (exec, shell or a file tool: {})",
-                FILE_TOOLS.join(", ")
+                file_tools().join(", ")
             ))
             }
         }
@@ -154,6 +153,27 @@ pub fn line_of(source: &str) -> Option<usize> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+
+    /// Exactly the file tools that change files (what the pre-approval
+    /// syntax has always named), in the shared list's order.
+    #[test]
+    fn the_pre_approvable_file_tools_are_the_ones_that_change_files() {
+        assert_eq!(
+            file_tools(),
+            [
+                "write_file",
+                "edit_file",
+                "append_file",
+                "copy_file",
+                "move_file",
+                "remove_file",
+                "mkdir",
+                "chmod",
+                "chown"
+            ]
+        );
+    }
+
     use super::*;
 
     #[test]
