@@ -64,6 +64,17 @@ fn has_glob(s: &str) -> bool {
 /// Resolves an argument against the cwd (None: unknown cwd) and the broker's
 /// symlink facts.
 pub fn resolve(arg: &Arg, cwd: Option<&Path>, facts: &dyn PathFacts) -> Target {
+    resolve_with(arg, cwd, facts, true)
+}
+
+/// [`resolve`] without following the last component: the name itself, in
+/// its directory's real path (what `ln -sf`, `rm` or `mv` act on when the
+/// name is a symlink).
+pub fn resolve_no_follow(arg: &Arg, cwd: Option<&Path>, facts: &dyn PathFacts) -> Target {
+    resolve_with(arg, cwd, facts, false)
+}
+
+fn resolve_with(arg: &Arg, cwd: Option<&Path>, facts: &dyn PathFacts, follow_last: bool) -> Target {
     if let Some(dir) = &arg.under {
         return match resolve(&Arg::lit(dir), cwd, facts) {
             Target::Path(p) => Target::Beneath(p),
@@ -100,29 +111,13 @@ pub fn resolve(arg: &Arg, cwd: Option<&Path>, facts: &dyn PathFacts) -> Target {
         let prefix = real(&prefix, facts);
         return Target::Glob { prefix, pattern };
     }
-    Target::Path(real(&joined, facts))
-}
-
-/// [`resolve`] without following the last component: the name itself, in
-/// its directory's real path (what `ln -sf`, `rm` or `mv` act on when the
-/// name is a symlink).
-pub fn resolve_no_follow(arg: &Arg, cwd: Option<&Path>, facts: &dyn PathFacts) -> Target {
-    match resolve(arg, cwd, facts) {
-        Target::Path(_) => {
-            let raw = Path::new(&arg.text);
-            let joined = match (raw.is_absolute(), cwd) {
-                (true, _) => raw.to_path_buf(),
-                (false, Some(c)) => c.join(raw),
-                (false, None) => return Target::Unresolved,
-            };
-            let norm = normalize(&joined);
-            match (norm.parent(), norm.file_name()) {
-                (Some(parent), Some(name)) => Target::Path(real(parent, facts).join(name)),
-                _ => Target::Path(norm),
-            }
+    if !follow_last {
+        let norm = normalize(&joined);
+        if let (Some(parent), Some(name)) = (norm.parent(), norm.file_name()) {
+            return Target::Path(real(parent, facts).join(name));
         }
-        other => other,
     }
+    Target::Path(real(&joined, facts))
 }
 
 /// The real path of an absolute path: the broker's answer for it, else its
