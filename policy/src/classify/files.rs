@@ -155,11 +155,12 @@ pub fn ln(args: &[Arg], cx: &Cx<'_>) -> Effect {
     );
     let mut e = write_effect("ln", "creates links");
     let mut ops = o.operands.clone();
-    let dest = match o
+    let target_dir = o
         .values_of(&["-t", "--target-directory"])
         .into_iter()
-        .next()
-    {
+        .next();
+    let into_dir = target_dir.is_some();
+    let dest = match target_dir {
         Some(d) => Some(d),
         None if ops.len() >= 2 => ops.pop().cloned(),
         None => {
@@ -176,14 +177,19 @@ pub fn ln(args: &[Arg], cx: &Cx<'_>) -> Effect {
         // The link replaces the name itself (`ln -sf X /etc/localtime`
         // rewrites /etc's entry, not the zone file it points at), or — a
         // name that is a link to a directory, without -n/-T — goes inside
-        // that directory: both, unless -n/-T rules the second out.
-        let itself = paths::resolve_no_follow(&d, cx.cwd.as_deref(), cx.paths);
+        // that directory: both, unless -n/-T rules the second out. A `-t`
+        // directory is only ever entered.
         let followed = cx.target(&d);
-        let no_deref = o.has_any("nT", &["no-dereference", "no-target-directory"]);
-        if !no_deref && followed != itself {
+        if into_dir {
             e.writes.push((followed, WriteKind::Create));
+        } else {
+            let itself = paths::resolve_no_follow(&d, cx.cwd.as_deref(), cx.paths);
+            let no_deref = o.has_any("nT", &["no-dereference", "no-target-directory"]);
+            if !no_deref && followed != itself {
+                e.writes.push((followed, WriteKind::Create));
+            }
+            e.writes.push((itself, WriteKind::Create));
         }
-        e.writes.push((itself, WriteKind::Create));
     } else {
         e.writes.push((Target::Unresolved, WriteKind::Create));
     }
