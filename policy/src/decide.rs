@@ -208,12 +208,11 @@ fn path_rules(
         }
     }
     // Reads, and what an edit reads of the files it changes.
-    let edited = crate::tools::edited_targets(e);
     for (t, edit) in e
         .reads
         .iter()
         .map(|t| (t, false))
-        .chain(edited.into_iter().map(|t| (t, true)))
+        .chain(e.edits.iter().map(|t| (t, true)))
     {
         if matches!(t, Target::Unresolved) {
             continue;

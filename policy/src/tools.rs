@@ -88,21 +88,6 @@ pub fn spec(name: &str) -> Option<ToolSpec> {
     catalog(Tool::from_name(name)?)
 }
 
-/// What a file tool's effect reads of its write targets: all of them for an
-/// edit ([`Access::ReadWrite`]), none otherwise.
-pub fn edited_targets(e: &Effect) -> Vec<&Target> {
-    let edits = e.file_tool
-        && e.argv
-            .first()
-            .and_then(|n| spec(n))
-            .is_some_and(|s| s.access == Access::ReadWrite);
-    if edits {
-        e.writes.iter().map(|(t, _)| t).collect()
-    } else {
-        Vec::new()
-    }
-}
-
 /// The effect of one tool call.
 pub fn effect(s: ToolSpec, tp: &ToolPaths<'_>, facts: &dyn PathFacts) -> Effect {
     let name = s.tool.name();
@@ -130,6 +115,7 @@ pub fn effect(s: ToolSpec, tp: &ToolPaths<'_>, facts: &dyn PathFacts) -> Effect 
             }
         }
         Access::ReadWrite => {
+            e.edits = targets.clone();
             for t in &targets {
                 e.writes.push((t.clone(), WriteKind::Create));
             }

@@ -38,6 +38,10 @@ pub struct Effect {
     pub category: Category,
     pub risk: Risk,
     pub reads: Vec<Target>,
+    /// Files whose current content a file tool reads to change them (an
+    /// edit, an append): the never-readable paths apply to them, the
+    /// outside-project read flag does not (they are judged as writes).
+    pub edits: Vec<Target>,
     pub writes: Vec<(Target, WriteKind)>,
     pub deletes: Vec<Target>,
     /// Deletes or changes recursively.
@@ -71,6 +75,7 @@ impl Effect {
             category,
             risk,
             reads: Vec::new(),
+            edits: Vec::new(),
             writes: Vec::new(),
             deletes: Vec::new(),
             recursive: false,
