@@ -69,6 +69,22 @@ fn open_project(p: &TestProject, server: &Handle, task: &str) {
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
 }
 
+/// Runs the project's tasks; the scripted model's `never_contains` values
+/// must not have reached it.
+fn run_keeping_values_from_the_model(p: &TestProject, server: &Handle) -> std::process::Output {
+    let out = run_sysward(
+        &["run", "--root", p.dir.to_str().unwrap(), "--json"],
+        Duration::from_secs(120),
+    );
+    assert!(
+        server.expectation_failures().is_empty(),
+        "the value reached the model: {:?}\n{}",
+        server.expectation_failures(),
+        describe(&out)
+    );
+    out
+}
+
 #[test]
 fn a_tmpfile_secret_exists_only_for_its_action_and_no_later_action_reads_it() {
     if !require_root("a_tmpfile_secret_exists_only_for_its_action") {
@@ -112,16 +128,7 @@ fn a_tmpfile_secret_exists_only_for_its_action_and_no_later_action_reads_it() {
     }
     std::fs::write(leftover.join("secret-1"), VALUE).unwrap();
 
-    let out = run_sysward(
-        &["run", "--root", p.dir.to_str().unwrap(), "--json"],
-        Duration::from_secs(120),
-    );
-    assert!(
-        server.expectation_failures().is_empty(),
-        "the value reached the model: {:?}\n{}",
-        server.expectation_failures(),
-        describe(&out)
-    );
+    let out = run_keeping_values_from_the_model(&p, &server);
     let chats = server.chat_requests();
     let seen = |s: &str| chats.iter().any(|r| r.contains(s));
     // The value's bytes were in the file the program read, at mode 0600,
@@ -264,16 +271,7 @@ fn a_file_secret_stays_for_its_service_and_no_later_action_reads_it() {
     p.write("secrets/other", "Other-Value-3b7e9a12\n");
     p.write("secrets/other.scope", &format!("file {a}/other.password\n"));
 
-    let out = run_sysward(
-        &["run", "--root", p.dir.to_str().unwrap(), "--json"],
-        Duration::from_secs(120),
-    );
-    assert!(
-        server.expectation_failures().is_empty(),
-        "the value reached the model: {:?}\n{}",
-        server.expectation_failures(),
-        describe(&out)
-    );
+    run_keeping_values_from_the_model(&p, &server);
     // The host has the value, private to its owner, and no backup of it.
     assert_eq!(std::fs::read_to_string(&target).unwrap(), PERSISTENT);
     let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
