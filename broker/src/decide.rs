@@ -423,7 +423,6 @@ const NETFILTER_LIST: &str = "netfilter-list";
 /// finds is the root-owned nft or xtables-nft binary in /usr/sbin, not
 /// writable by anyone else. None: it keeps no capability.
 fn netfilter_listing(c: &tools::CommandPlan) -> Option<Vec<String>> {
-    use std::os::unix::fs::MetadataExt;
     if !c.env.is_empty() || c.stdin.is_some() {
         return None;
     }
@@ -444,20 +443,7 @@ fn netfilter_listing(c: &tools::CommandPlan) -> Option<Vec<String>> {
     if !sysward_policy::netfilter::is_listing(&argv) {
         return None;
     }
-    let program = tools::resolve_program(argv.first()?).ok()?;
-    let real = std::fs::canonicalize(&program).ok()?;
-    let name = real.file_name()?.to_str()?;
-    if !sysward_policy::netfilter::LISTING_PROGRAMS.contains(&name) {
-        return None;
-    }
-    let trusted = |p: &Path| {
-        std::fs::symlink_metadata(p)
-            .is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0 && !m.file_type().is_symlink())
-    };
-    let dir = real.parent()?;
-    if !matches!(dir.to_str(), Some("/usr/sbin" | "/sbin")) || !trusted(&real) || !trusted(dir) {
-        return None;
-    }
+    crate::netfilter_check::trusted_program(argv.first()?)?;
     Some(argv)
 }
 

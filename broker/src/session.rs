@@ -948,8 +948,10 @@ impl<'a> Session<'a> {
         let planned = crate::decide::plan(&req, &default_cwd);
         let planned = planned.and_then(|plan| plan.check_secrets(&self.secrets).map(|()| plan));
         let (plan, decision) = match planned {
-            Ok(plan) => {
-                let decision = crate::decide::decide_bounded(&self.engine, &plan, CLASSIFY_LIMIT);
+            Ok(mut plan) => {
+                let mut decision =
+                    crate::decide::decide_bounded(&self.engine, &plan, CLASSIFY_LIMIT);
+                crate::netfilter_check::grant_check_capability(&mut plan, &mut decision);
                 self.op.decided(
                     &call_id,
                     decision.category.as_str(),

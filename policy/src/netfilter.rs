@@ -204,6 +204,26 @@ fn iptables_save_listing(args: &[&str]) -> bool {
 /// The real programs (after symlinks and alternatives) a listing may run.
 pub const LISTING_PROGRAMS: &[&str] = &["nft", "xtables-nft-multi"];
 
+/// The placeholder a validate command's arguments name the candidate file by.
+pub const VALIDATE_FILE: &str = "{file}";
+
+/// True when a `write_file`/`edit_file` validate command is exactly nft's
+/// check of the candidate file (`nft -c -f {file}`, long options too). nft
+/// checks a ruleset by sending it to the kernel in a transaction that is
+/// aborted instead of committed, and the kernel refuses that without
+/// CAP_NET_ADMIN; this form, run directly from the root-owned nft, keeps
+/// it. Nothing else may follow or precede: `-f` without `-c` loads.
+pub fn is_check_validate(command: &str, args: &[String]) -> bool {
+    if program(command) != Some("nft") {
+        return false;
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    matches!(
+        args.as_slice(),
+        ["-c" | "--check", "-f" | "--file", file] if *file == VALIDATE_FILE
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,6 +290,34 @@ mod tests {
             "ip link",
         ] {
             assert!(!is_listing(&v(no)), "{no}");
+        }
+    }
+
+    #[test]
+    fn only_the_check_of_the_candidate_file_is_a_check_validate() {
+        for ok in [
+            "nft -c -f {file}",
+            "/usr/sbin/nft --check --file {file}",
+            "nft -c --file {file}",
+        ] {
+            let w = v(ok);
+            assert!(is_check_validate(&w[0], &w[1..]), "{ok}");
+        }
+        for no in [
+            "nft -f {file}",
+            "nft -c -f /etc/nftables.conf",
+            "nft -c -f {file} -f {file}",
+            "nft -f {file} -c",
+            "nft -c -f {file}x",
+            "nft -cf {file}",
+            "nft -c -i",
+            "nft -c list ruleset",
+            "/tmp/nft -c -f {file}",
+            "sh -c nft -c -f {file}",
+            "iptables-restore -t {file}",
+        ] {
+            let w = v(no);
+            assert!(!is_check_validate(&w[0], &w[1..]), "{no}");
         }
     }
 }
