@@ -6,10 +6,11 @@
 use serde_json::{json, Map, Value};
 pub use sysward_ipc::tools::{find, Effect, Param, ToolMeta, Ty, TOOLS};
 
-/// The tools a compact prompt describes. The file tools left out (list_dir,
-/// stat, copy_file, move_file, mkdir, chmod, chown, append_file) have plain
-/// programs that do the same through `exec`, decided by the same policy;
-/// they are still accepted when a model calls them.
+/// The tools a compact prompt describes. The tools left out (list_dir,
+/// stat, copy_file, move_file, mkdir, chmod, chown, append_file, diff_files,
+/// apply_patch, tail_file, read_journal) have plain programs that do the
+/// same through `exec` (diff, patch, tail, journalctl), decided by the same
+/// policy; they are still accepted when a model calls them.
 const COMPACT_TOOLS: &[&str] = &[
     "exec",
     "shell",
@@ -24,11 +25,11 @@ const COMPACT_TOOLS: &[&str] = &[
     "ask_secret",
 ];
 
-/// Whether a tool is described to the model in this session. A compact
-/// prompt keeps [`COMPACT_TOOLS`], and `ask_secret` only in the CLI (the
-/// one place it works).
+/// Whether a tool is described to the model in this session: `ask_secret`
+/// only in the CLI (the one place a person can answer it), and a compact
+/// prompt only [`COMPACT_TOOLS`].
 fn shown(t: &ToolMeta, compact: bool, tasks_mode: bool) -> bool {
-    !compact || (COMPACT_TOOLS.contains(&t.name()) && !(tasks_mode && t.effect == Effect::Secret))
+    !(tasks_mode && t.effect == Effect::Secret) && (!compact || COMPACT_TOOLS.contains(&t.name()))
 }
 
 /// Optional parameters a compact schema still describes: without them the

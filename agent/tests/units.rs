@@ -106,8 +106,20 @@ fn one_record_per_tool_drives_schema_and_text() {
     sorted.sort();
     sorted.dedup();
     assert_eq!(sorted.len(), names.len(), "duplicate tool names");
-    let native = tools::native_tools(false, true);
-    let text = tools::text_description(false, true);
+    // The CLI describes every tool; tasks mode all but ask_secret, which
+    // only a person at the CLI can answer.
+    let native = tools::native_tools(false, false);
+    let text = tools::text_description(false, false);
+    let tasks_native = tools::native_tools(false, true);
+    let tasks_names: Vec<&str> = tasks_native
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["function"]["name"].as_str())
+        .collect();
+    assert_eq!(tasks_names.len(), TOOLS.len() - 1);
+    assert!(!tasks_names.contains(&"ask_secret"));
+    assert!(!tools::text_description(false, true).contains("- ask_secret("));
     for t in TOOLS {
         let s = native
             .as_array()
@@ -154,6 +166,10 @@ fn one_record_per_tool_drives_schema_and_text() {
                     "chmod",
                     "chown",
                     "append_file",
+                    "diff_files",
+                    "apply_patch",
+                    "tail_file",
+                    "read_journal",
                     "ask_secret"
                 ]
                 .contains(&t.name()),

@@ -8,9 +8,9 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use sysward_ipc::agent::ToolRequest;
 use sysward_ipc::exec::{
-    AppendFileArgs, ChmodArgs, ChownArgs, CommandSpec, CopyFileArgs, EditFileArgs, ExecSpec,
-    FileOp, ListDirArgs, MkdirArgs, MoveFileArgs, ReadFileArgs, RemoveFileArgs, StatArgs,
-    WriteFileArgs, FILE_WRITE_MAX,
+    AppendFileArgs, ChmodArgs, ChownArgs, CommandSpec, CopyFileArgs, DiffFilesArgs, EditFileArgs,
+    ExecSpec, FileOp, ListDirArgs, MkdirArgs, MoveFileArgs, ReadFileArgs, RemoveFileArgs, StatArgs,
+    TailFileArgs, WriteFileArgs, FILE_WRITE_MAX,
 };
 use sysward_ipc::profile::ConfinementProfile;
 use sysward_ipc::tools::Tool;
@@ -63,7 +63,25 @@ pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, 
         | Tool::ListDir
         | Tool::Stat
         | Tool::Chmod
-        | Tool::Chown => file_plan(&req.tool, &req.arguments, default_cwd),
+        | Tool::Chown
+        | Tool::DiffFiles
+        | Tool::TailFile
+        | Tool::ApplyPatch => file_plan(&req.tool, &req.arguments, default_cwd),
+        Tool::ReadJournal => {
+            let argv = crate::journal::argv(&req.arguments)?;
+            Ok(Plan::Builtin {
+                tool: tool.name().to_string(),
+                command: CommandPlan {
+                    argv,
+                    env: Vec::new(),
+                    stdin: None,
+                    script: None,
+                    cwd: default_cwd.to_path_buf(),
+                    timeout_secs: Some(60),
+                    reason: String::new(),
+                },
+            })
+        }
         Tool::SystemInfo => {
             let _: serde_json::Map<String, serde_json::Value> =
                 serde_json::from_str(&req.arguments)
@@ -245,6 +263,39 @@ fn file_plan(tool: &str, arguments: &str, cwd: &Path) -> std::result::Result<Pla
             let t = vec![abs_string(&mut a.path, cwd)?];
             (a.reason.clone(), t, FileOp::Chown(a))
         }
+        "diff_files" => {
+            let mut a: DiffFilesArgs = decode(tool, arguments)?;
+            let mut t = vec![abs_string(&mut a.path, cwd)?];
+            match (&mut a.other, &a.content) {
+                (Some(other), None) => t.push(abs_string(other, cwd)?),
+                (None, Some(c)) if c.len() <= FILE_WRITE_MAX => {}
+                (None, Some(_)) => {
+                    return Err(format!(
+                        "diff_files: content is larger than {FILE_WRITE_MAX} bytes"
+                    ))
+                }
+                _ => {
+                    return Err(
+                        "diff_files needs exactly one of `other` (a file) or `content`".to_string(),
+                    )
+                }
+            }
+            (a.reason.clone(), t, FileOp::DiffFiles(a))
+        }
+        "tail_file" => {
+            let mut a: TailFileArgs = decode(tool, arguments)?;
+            if a.lines.is_some_and(|n| n == 0 || n > MAX_TAIL_LINES) {
+                return Err(format!("tail_file: lines must be 1 to {MAX_TAIL_LINES}"));
+            }
+            if a.follow_seconds.is_some_and(|s| s > MAX_FOLLOW_SECS) {
+                return Err(format!(
+                    "tail_file: follow_seconds is at most {MAX_FOLLOW_SECS}"
+                ));
+            }
+            let t = vec![abs_string(&mut a.path, cwd)?];
+            (a.reason.clone(), t, FileOp::TailFile(a))
+        }
+        "apply_patch" => crate::patch_plan::plan(arguments, cwd)?,
         other => return Err(format!("{other} is not a file tool")),
     }
     .pipe_reorder();
@@ -266,6 +317,12 @@ fn file_plan(tool: &str, arguments: &str, cwd: &Path) -> std::result::Result<Pla
         display,
     })
 }
+
+/// tail_file shows at most this many lines.
+pub const MAX_TAIL_LINES: u64 = 5000;
+/// tail_file follows a file for at most this long (well inside a read-only
+/// action's timeout).
+pub const MAX_FOLLOW_SECS: u64 = 30;
 
 /// Puts a `(reason, targets, op)` triple in `(op, targets, reason)` order.
 trait PipeReorder {

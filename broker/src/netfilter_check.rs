@@ -9,7 +9,6 @@
 //! else — `nft -f`, a shell around it — runs without it, and a load fails
 //! with EPERM.
 
-use crate::decide::Plan;
 use crate::tools;
 use std::path::{Path, PathBuf};
 use sysward_ipc::exec::FileOp;
@@ -38,16 +37,13 @@ pub fn trusted_program(argv0: &str) -> Option<PathBuf> {
     Some(real)
 }
 
-/// Adds CAP_NET_ADMIN to a write's decision when its validate command is
+/// Adds CAP_NET_ADMIN to a file operation's decision when its validate command is
 /// exactly nft's check of the candidate file, and pins that command to the
 /// trusted nft. A denied request, or one without a profile, is left alone.
-pub fn grant_check_capability(plan: &mut Plan, decision: &mut Decision) {
+pub fn grant_check_capability(op: &mut FileOp, decision: &mut Decision) {
     if matches!(decision.verdict, Verdict::Deny { .. }) {
         return;
     }
-    let Plan::File { op, .. } = plan else {
-        return;
-    };
     let validate = match op {
         FileOp::WriteFile(a) => a.validate.as_mut(),
         FileOp::EditFile(a) => a.validate.as_mut(),

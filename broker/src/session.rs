@@ -951,7 +951,9 @@ impl<'a> Session<'a> {
             Ok(mut plan) => {
                 let mut decision =
                     crate::decide::decide_bounded(&self.engine, &plan, CLASSIFY_LIMIT);
-                crate::netfilter_check::grant_check_capability(&mut plan, &mut decision);
+                if let crate::decide::Plan::File { op, .. } = &mut plan {
+                    crate::netfilter_check::grant_check_capability(op, &mut decision);
+                }
                 self.op.decided(
                     &call_id,
                     decision.category.as_str(),
@@ -1544,6 +1546,9 @@ impl<'a> Session<'a> {
         let mut result = ToolResult::message(call_id, ToolStatus::Ok, String::new());
         result.duration_ms = outcome.duration.as_millis() as u64;
         result.stdout = outcome.stdout.text;
+        if matches!(plan, crate::decide::Plan::Builtin { tool, .. } if tool == "read_journal") {
+            result.stdout = crate::journal::format(&result.stdout);
+        }
         result.stderr = outcome.stderr.text;
         result.saved_output = outcome
             .stdout
@@ -1602,6 +1607,19 @@ impl<'a> Session<'a> {
                             crate::secret_files::conceal_change(c);
                         }
                     }
+                    let kept = match plan {
+                        crate::decide::Plan::File { op, .. } => {
+                            crate::patch_plan::keep(&self.ctx.layout, op, &action_id)
+                        }
+                        _ => None,
+                    };
+                    let text = match kept {
+                        Some(Ok(path)) => {
+                            format!("{text}\nthe patch is kept as {}", path.display())
+                        }
+                        Some(Err(e)) => format!("{text}\nthe patch could not be kept: {e}"),
+                        None => text,
+                    };
                     result.message = match &c {
                         Some(c) => format!("{text}\n{}", crate::record::change_for_model(c)),
                         None => text,

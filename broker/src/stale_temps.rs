@@ -32,6 +32,7 @@ pub fn dirs_of(op: &FileOp) -> Vec<PathBuf> {
         FileOp::AppendFile(a) => vec![&a.path],
         FileOp::CopyFile(a) => vec![&a.destination],
         FileOp::MoveFile(a) => vec![&a.destination],
+        FileOp::ApplyPatch(a) => a.files.iter().map(|f| f.path.as_str()).collect(),
         _ => Vec::new(),
     };
     let mut dirs = Vec::new();

@@ -66,10 +66,13 @@ pub fn perform(op: &FileOp, ctx: &Ctx) -> OpResult {
         FileOp::Stat(a) => stat(a, ctx).map(|s| (s, None)),
         FileOp::Chmod(a) => chmod(a),
         FileOp::Chown(a) => chown(a, ctx),
+        FileOp::DiffFiles(a) => crate::review::diff_files(a).map(|s| (s, None)),
+        FileOp::TailFile(a) => crate::review::tail_file(a).map(|s| (s, None)),
+        FileOp::ApplyPatch(a) => crate::patch::apply_patch(a, ctx),
     }
 }
 
-fn io_err(path: &Path, e: io::Error) -> String {
+pub(crate) fn io_err(path: &Path, e: io::Error) -> String {
     paths::explain(path, &e)
 }
 
@@ -82,11 +85,11 @@ fn parse_mode(m: &str) -> Result<u32, String> {
     }
 }
 
-fn mode_of(st: &libc::stat) -> u32 {
+pub(crate) fn mode_of(st: &libc::stat) -> u32 {
     st.st_mode & 0o7777
 }
 
-fn quote(p: &Path) -> String {
+pub(crate) fn quote(p: &Path) -> String {
     let s = p.display().to_string();
     if s.bytes()
         .all(|b| b.is_ascii_alphanumeric() || b"/._-+:@%,".contains(&b))
@@ -152,7 +155,7 @@ fn cname(name: &OsStr) -> Result<CString, String> {
     CString::new(name.as_bytes()).map_err(|_| "name contains a NUL byte".to_string())
 }
 
-fn unlink_at(dirfd: RawFd, name: &OsStr, dir: bool) -> io::Result<()> {
+pub(crate) fn unlink_at(dirfd: RawFd, name: &OsStr, dir: bool) -> io::Result<()> {
     let c =
         CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let flags = if dir { libc::AT_REMOVEDIR } else { 0 };
@@ -262,7 +265,7 @@ impl Drop for TempGuard<'_> {
 }
 
 /// Where the new content comes from.
-enum Source<'a> {
+pub(crate) enum Source<'a> {
     Bytes(&'a [u8]),
     Fd(RawFd),
 }
@@ -270,7 +273,7 @@ enum Source<'a> {
 /// The atomic replacement: temp → write → owner → mode → fsync → validate →
 /// rename → fsync dir. On any failure the original is untouched and the
 /// temporary file is removed.
-fn atomic_write(
+pub(crate) fn atomic_write(
     parent: &Parent,
     src: Source<'_>,
     mode: u32,
@@ -364,12 +367,12 @@ fn backup(parent: &Parent, st: &libc::stat, ctx: &Ctx) -> Result<PathBuf, String
     Ok(bak_path)
 }
 
-fn is_text(b: &[u8]) -> bool {
+pub(crate) fn is_text(b: &[u8]) -> bool {
     !b.contains(&0) && std::str::from_utf8(b).is_ok()
 }
 
 /// Unified diff old → new of `path`, or "" when not textual or too large.
-fn diff(path: &Path, old: &[u8], new: &[u8]) -> String {
+pub(crate) fn diff(path: &Path, old: &[u8], new: &[u8]) -> String {
     if old.len() > DIFF_MAX_INPUT || new.len() > DIFF_MAX_INPUT {
         return String::new();
     }
@@ -724,7 +727,7 @@ fn stat(a: &StatArgs, ctx: &Ctx) -> Result<String, String> {
 // ---------------------------------------------------------------- writes
 
 /// The current state of a write target: absent, or a regular file.
-fn existing(parent: &Parent) -> Result<Option<libc::stat>, String> {
+pub(crate) fn existing(parent: &Parent) -> Result<Option<libc::stat>, String> {
     match paths::lstat_at(parent.raw(), &parent.name) {
         Ok(st) if paths::is_reg(&st) => Ok(Some(st)),
         Ok(st) if paths::is_symlink(&st) => Err(format!(
@@ -740,7 +743,7 @@ fn existing(parent: &Parent) -> Result<Option<libc::stat>, String> {
     }
 }
 
-fn read_existing(parent: &Parent, max: usize) -> Result<Vec<u8>, String> {
+pub(crate) fn read_existing(parent: &Parent, max: usize) -> Result<Vec<u8>, String> {
     let fd = paths::open_at(
         parent.raw(),
         &parent.name,
@@ -754,16 +757,16 @@ fn read_existing(parent: &Parent, max: usize) -> Result<Vec<u8>, String> {
 /// Shared tail of write/edit/append: idempotency, backup, atomic write, diff,
 /// rollback.
 /// A content change to apply with [`replace_content`].
-struct Replace<'a> {
-    st: Option<&'a libc::stat>,
-    old: &'a [u8],
-    new: &'a [u8],
-    mode: Option<u32>,
-    validate: Option<&'a ValidateCommand>,
-    verb: &'a str,
+pub(crate) struct Replace<'a> {
+    pub(crate) st: Option<&'a libc::stat>,
+    pub(crate) old: &'a [u8],
+    pub(crate) new: &'a [u8],
+    pub(crate) mode: Option<u32>,
+    pub(crate) validate: Option<&'a ValidateCommand>,
+    pub(crate) verb: &'a str,
 }
 
-fn replace_content(
+pub(crate) fn replace_content(
     parent: &Parent,
     r: Replace<'_>,
     ctx: &Ctx,

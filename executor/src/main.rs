@@ -10,7 +10,9 @@
 
 mod confine;
 mod fileops;
+mod patch;
 mod paths;
+mod review;
 
 use std::ffi::CString;
 use std::os::fd::{FromRawFd, OwnedFd};

@@ -179,6 +179,59 @@ pub struct ChownArgs {
     pub reason: Option<String>,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiffFilesArgs {
+    pub path: String,
+    /// The file to compare with; or give `content` instead.
+    #[serde(default)]
+    pub other: Option<String>,
+    /// Proposed content to compare `path` with.
+    #[serde(default)]
+    pub content: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TailFileArgs {
+    pub path: String,
+    /// Last lines to show (default 100).
+    #[serde(default)]
+    pub lines: Option<u64>,
+    /// Keep reading what is appended for this many seconds (default 0).
+    #[serde(default)]
+    pub follow_seconds: Option<u64>,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// The files a patch changes, as the broker read them from its headers and
+/// judged them: the executor applies the patch only when its own reading of
+/// the same text names exactly these.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PatchFile {
+    /// Absolute path.
+    pub path: String,
+    /// The patch creates it (`--- /dev/null`).
+    pub create: bool,
+}
+
+/// Unlike the other `*Args`, not the model's arguments as such: the broker
+/// decodes those (`patch`, `directory`, `strip`, `reason`) itself and adds
+/// the files it read from the patch and judged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApplyPatchArgs {
+    /// A unified diff of one or more files.
+    pub patch: String,
+    /// Absolute directory relative names in the patch are taken from.
+    pub directory: String,
+    /// Leading path components stripped from the patch's names.
+    pub strip: u64,
+    pub files: Vec<PatchFile>,
+}
+
 /// A file operation the executor performs itself, under the profile's
 /// confinement. Every path must be absolute.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -195,6 +248,9 @@ pub enum FileOp {
     Stat(StatArgs),
     Chmod(ChmodArgs),
     Chown(ChownArgs),
+    DiffFiles(DiffFilesArgs),
+    TailFile(TailFileArgs),
+    ApplyPatch(ApplyPatchArgs),
 }
 
 impl FileOp {
@@ -213,6 +269,9 @@ impl FileOp {
             FileOp::Stat(_) => "stat",
             FileOp::Chmod(_) => "chmod",
             FileOp::Chown(_) => "chown",
+            FileOp::DiffFiles(_) => "diff_files",
+            FileOp::TailFile(_) => "tail_file",
+            FileOp::ApplyPatch(_) => "apply_patch",
         }
     }
 
@@ -220,7 +279,11 @@ impl FileOp {
     pub fn is_modifying(&self) -> bool {
         !matches!(
             self,
-            FileOp::ReadFile(_) | FileOp::ListDir(_) | FileOp::Stat(_)
+            FileOp::ReadFile(_)
+                | FileOp::ListDir(_)
+                | FileOp::Stat(_)
+                | FileOp::DiffFiles(_)
+                | FileOp::TailFile(_)
         )
     }
 }

@@ -20,6 +20,7 @@ pub mod exec;
 pub mod gateway;
 pub mod model;
 pub mod operator;
+pub mod patch;
 pub mod peer;
 pub mod profile;
 pub mod tools;

@@ -169,7 +169,8 @@ mod tests {
                 "remove_file",
                 "mkdir",
                 "chmod",
-                "chown"
+                "chown",
+                "apply_patch"
             ]
         );
     }

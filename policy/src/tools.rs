@@ -54,7 +54,12 @@ pub fn catalog(tool: Tool) -> Option<ToolSpec> {
     use Risk as R;
     let (category, risk, access) = match tool {
         Tool::Exec | Tool::Shell => return None,
-        Tool::ReadFile | Tool::ListDir | Tool::Stat => (C::ReadOnly, R::Safe, A::Read),
+        Tool::ReadFile | Tool::ListDir | Tool::Stat | Tool::DiffFiles | Tool::TailFile => {
+            (C::ReadOnly, R::Safe, A::Read)
+        }
+        // As `journalctl` without options that change the journal.
+        Tool::ReadJournal => (C::ReadOnly, R::Safe, A::None),
+        Tool::ApplyPatch => (C::Write, R::Low, A::ReadWrite),
         Tool::SystemInfo | Tool::FindProgram => (C::ReadOnly, R::Safe, A::None),
         Tool::AskSecret => (C::ReadOnly, R::Low, A::None),
         Tool::WriteFile => (C::Write, R::Low, A::Write),
