@@ -161,6 +161,31 @@ impl Drop for TestProject {
     }
 }
 
+/// What the model got back for its `i`-th scripted step (the last message
+/// of the request that followed it).
+pub fn result_of(server: &Handle, i: usize) -> String {
+    server
+        .chat_requests()
+        .get(i + 1)
+        .and_then(|c| c.messages().last().cloned())
+        .map(|m| sysward_scripted_model::message_text(&m))
+        .unwrap_or_else(|| format!("no result for step {i}"))
+}
+
+/// Writes a standalone project's init.conf (pointing at `server`), agent.md
+/// (with `policy` as its policy block) and one task file, each 0600, in an
+/// existing directory.
+pub fn write_project(dir: &Path, server: &Handle, policy: &str, task: &str) {
+    for (name, content) in [
+        ("init.conf", format!("API_URL={}\nAPI_KEY=sk-test-0123456789abcdef\nMODEL=scripted\nREQUEST_TIMEOUT=30\n", server.base_url())),
+        ("agent.md", format!("# T\n\n```policy\n{policy}\n```\n")),
+        ("01-t.md", format!("# T\n{task}\n")),
+    ] {
+        fs::write(dir.join(name), content).unwrap();
+        fs::set_permissions(dir.join(name), fs::Permissions::from_mode(0o600)).unwrap();
+    }
+}
+
 pub fn scenario(json: &str) -> Handle {
     ScriptedServer::start(Scenario::from_str(json).unwrap()).unwrap()
 }

@@ -20,15 +20,6 @@ fn exec(command: &str, args: &[&str]) -> serde_json::Value {
     serde_json::json!({"tool_calls":[{"name":"exec","arguments":{"command":command,"args":args}}]})
 }
 
-fn result_of(server: &Handle, i: usize) -> String {
-    server
-        .chat_requests()
-        .get(i + 1)
-        .and_then(|c| c.messages().last().cloned())
-        .map(|m| sysward_scripted_model::message_text(&m))
-        .unwrap_or_else(|| format!("no result for step {i}"))
-}
-
 fn run(argv: &[&str]) -> std::process::Output {
     Command::new(argv[0]).args(&argv[1..]).output().unwrap()
 }
@@ -85,28 +76,43 @@ fn a_read_only_action_lists_the_hosts_firewall_and_changes_nothing() {
             ok(&["ip", "link", "set", "lo", "up"]);
             ok(&["nft", "add", "table", "inet", "swtest"]);
             ok(&[
-                "nft", "add", "chain", "inet", "swtest", "input",
+                "nft",
+                "add",
+                "chain",
+                "inet",
+                "swtest",
+                "input",
                 "{ type filter hook input priority 0 ; }",
             ]);
             ok(&[
-                "nft", "add", "rule", "inet", "swtest", "input", "tcp", "dport", "4711",
-                "drop", "comment", "\"swtest-marker\"",
+                "nft",
+                "add",
+                "rule",
+                "inet",
+                "swtest",
+                "input",
+                "tcp",
+                "dport",
+                "4711",
+                "drop",
+                "comment",
+                "\"swtest-marker\"",
             ]);
-            ok(&["iptables", "-A", "INPUT", "-p", "tcp", "--dport", "4712", "-j", "DROP"]);
+            ok(&[
+                "iptables", "-A", "INPUT", "-p", "tcp", "--dport", "4712", "-j", "DROP",
+            ]);
             let mut script: Vec<serde_json::Value> = steps;
             script.push(serde_json::json!({"content":"done\nTASK_STATUS: DONE"}));
             let server = scenario(&serde_json::json!({ "steps": script }).to_string());
             let _ = std::fs::remove_dir_all(&project);
             std::fs::create_dir_all(&project).unwrap();
             std::fs::set_permissions(&project, std::fs::Permissions::from_mode(0o700)).unwrap();
-            for (name, content) in [
-                ("init.conf", format!("API_URL={}\nAPI_KEY=sk-test-0123456789abcdef\nMODEL=scripted\nREQUEST_TIMEOUT=30\n", server.base_url())),
-                ("agent.md", "# T\n\n```policy\nALLOW_OUTSIDE_PROJECT_READ=true\nMAX_STEPS=30\n```\n".to_string()),
-                ("01-t.md", "# T\nShow the firewall.\n".to_string()),
-            ] {
-                std::fs::write(project.join(name), content).unwrap();
-                std::fs::set_permissions(project.join(name), std::fs::Permissions::from_mode(0o600)).unwrap();
-            }
+            write_project(
+                &project,
+                &server,
+                "ALLOW_OUTSIDE_PROJECT_READ=true\nMAX_STEPS=30",
+                "Show the firewall.",
+            );
             let layout = sysward_broker::project::Layout::standalone(&project).unwrap();
             let ctx =
                 sysward_broker::context::broker_context_with_binaries(layout, &bin_dir()).unwrap();

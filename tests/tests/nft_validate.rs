@@ -21,15 +21,6 @@ fn write(path: &str, content: &str, command: &str, args: &[&str]) -> serde_json:
         "validate": {"command": command, "args": args}}}]})
 }
 
-fn result_of(server: &Handle, i: usize) -> String {
-    server
-        .chat_requests()
-        .get(i + 1)
-        .and_then(|c| c.messages().last().cloned())
-        .map(|m| sysward_scripted_model::message_text(&m))
-        .unwrap_or_else(|| format!("no result for step {i}"))
-}
-
 fn ok(argv: &[&str]) -> String {
     let out = Command::new(argv[0]).args(&argv[1..]).output().unwrap();
     assert!(out.status.success(), "{argv:?}: {}", describe(&out));
@@ -83,14 +74,12 @@ fn nft_check_validates_a_ruleset_and_a_loading_validate_loads_nothing() {
             let _ = std::fs::remove_dir_all(&project);
             std::fs::create_dir_all(&project).unwrap();
             std::fs::set_permissions(&project, std::fs::Permissions::from_mode(0o700)).unwrap();
-            for (name, content) in [
-                ("init.conf", format!("API_URL={}\nAPI_KEY=sk-test-0123456789abcdef\nMODEL=scripted\nREQUEST_TIMEOUT=30\n", server.base_url())),
-                ("agent.md", "# T\n\n```policy\nMAX_STEPS=30\n```\n".to_string()),
-                ("01-t.md", "# T\nCheck the firewall files.\n".to_string()),
-            ] {
-                std::fs::write(project.join(name), content).unwrap();
-                std::fs::set_permissions(project.join(name), std::fs::Permissions::from_mode(0o600)).unwrap();
-            }
+            write_project(
+                &project,
+                &server,
+                "MAX_STEPS=30",
+                "Check the firewall files.",
+            );
             let layout = sysward_broker::project::Layout::standalone(&project).unwrap();
             let ctx =
                 sysward_broker::context::broker_context_with_binaries(layout, &bin_dir()).unwrap();

@@ -18,15 +18,6 @@ fn call(name: &str, args: serde_json::Value) -> serde_json::Value {
     serde_json::json!({"tool_calls":[{"name":name,"arguments":args}]})
 }
 
-fn result_of(server: &Handle, i: usize) -> String {
-    server
-        .chat_requests()
-        .get(i + 1)
-        .and_then(|c| c.messages().last().cloned())
-        .map(|m| sysward_scripted_model::message_text(&m))
-        .unwrap_or_else(|| format!("no result for step {i}"))
-}
-
 /// Runs the project's tasks with `steps` as the model's tool calls and
 /// returns what the model got back for each.
 fn run_steps(project: &TestProject, steps: Vec<serde_json::Value>, policy: &str) -> Vec<String> {
