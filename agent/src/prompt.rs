@@ -87,6 +87,9 @@ pub fn build(p: &PromptParts) -> String {
     let setup = p.setup;
     let tasks_mode = matches!(setup.mode, SessionMode::Tasks { .. });
     let mut s = fixed(tasks_mode, p.native_tools, p.compact);
+    if !p.native_tools && !setup.skills.is_empty() {
+        s.push_str(&tools::skills_text(&setup.skills));
+    }
     s.push_str(&format!(
         "\n\nSESSION: host {}; project {}; mode {}{}; at most {} model steps per {}; context {}; date {}.\n",
         setup.hostname,

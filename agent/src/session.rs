@@ -289,7 +289,8 @@ impl Session {
             body["stream_options"] = json!({"include_usage": true});
         }
         if with_tools && self.native {
-            body["tools"] = tools::native_tools(self.compact, self.tasks_mode());
+            body["tools"] =
+                tools::native_tools_with(self.compact, self.tasks_mode(), &self.setup.skills);
             // Said outright: OpenAI's default with tools, but llama-cpp-python's
             // function-calling format renders no tools without it, and vLLM
             // refuses it when auto tool choice is not enabled (then the text
@@ -385,9 +386,10 @@ impl Session {
             ToolSchema::Full => false,
             ToolSchema::Auto => self.context_size.is_some_and(|n| n < COMPACT_BELOW),
         };
-        self.tools_json_bytes = tools::native_tools(self.compact, self.tasks_mode())
-            .to_string()
-            .len();
+        self.tools_json_bytes =
+            tools::native_tools_with(self.compact, self.tasks_mode(), &self.setup.skills)
+                .to_string()
+                .len();
     }
 
     /// Tokens of the part of every request that no compaction can shrink:

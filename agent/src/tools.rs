@@ -4,6 +4,7 @@
 //! trusts none of it: it resolves effects from its own catalog.
 
 use serde_json::{json, Map, Value};
+use sysward_ipc::agent::SkillTool;
 pub use sysward_ipc::tools::{find, Effect, Param, ToolMeta, Ty, TOOLS};
 
 /// The tools a compact prompt describes. The tools left out (list_dir,
@@ -77,6 +78,105 @@ pub fn native_tools(compact: bool, tasks_mode: bool) -> Value {
             .map(|t| native_schema(t, compact))
             .collect(),
     )
+}
+
+/// [`native_tools`] and the operator's skill packs (described in compact
+/// prompts too: the operator installed them for this host).
+pub fn native_tools_with(compact: bool, tasks_mode: bool, skills: &[SkillTool]) -> Value {
+    let mut all = native_tools(compact, tasks_mode);
+    if let Value::Array(list) = &mut all {
+        list.extend(skills.iter().map(|s| skill_schema(s, compact)));
+    }
+    all
+}
+
+fn skill_schema(s: &SkillTool, compact: bool) -> Value {
+    let mut props = Map::new();
+    let mut required = Vec::new();
+    for p in &s.params {
+        let mut schema = p.ty.schema();
+        if !p.description.is_empty() && !compact {
+            if let Some(o) = schema.as_object_mut() {
+                o.insert("description".into(), Value::String(p.description.clone()));
+            }
+        }
+        props.insert(p.name.clone(), schema);
+        if p.required {
+            required.push(Value::String(p.name.clone()));
+        }
+    }
+    let mut params = json!({"type": "object", "properties": props});
+    if !required.is_empty() {
+        params["required"] = Value::Array(required);
+    }
+    json!({"type": "function", "function": {
+        "name": s.name, "description": format!("{} (skill pack)", s.description), "parameters": params}})
+}
+
+/// The skill packs for the text protocol, one line each as the tools are.
+pub fn skills_text(skills: &[SkillTool]) -> String {
+    let mut out = String::new();
+    for s in skills {
+        let params: Vec<String> = s
+            .params
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}{}: {}",
+                    p.name,
+                    if p.required { "*" } else { "" },
+                    p.ty.text()
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "- {}({}): {} (skill pack)\n",
+            s.name,
+            params.join(", "),
+            s.description
+        ));
+    }
+    out
+}
+
+/// Checks a skill pack call's arguments against its manifest's parameters:
+/// a JSON object, known names, right types, required present (`reason` is
+/// accepted and not passed on).
+pub fn check_skill_args(s: &SkillTool, arguments: &str) -> Result<Map<String, Value>, String> {
+    let trimmed = arguments.trim();
+    let v: Value = if trimmed.is_empty() {
+        Value::Object(Map::new())
+    } else {
+        serde_json::from_str(trimmed).map_err(|e| format!("arguments are not valid JSON: {e}"))?
+    };
+    let Value::Object(obj) = v else {
+        return Err("arguments must be a JSON object".into());
+    };
+    for (k, v) in &obj {
+        if k == "reason" {
+            continue;
+        }
+        match s.params.iter().find(|p| &p.name == k) {
+            None => return Err(format!("unknown argument {k:?} for {}", s.name)),
+            Some(p) if !p.ty.accepts(v) => {
+                return Err(format!(
+                    "argument {k:?} of {} must be {}",
+                    s.name,
+                    p.ty.text()
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    for p in s.params.iter().filter(|p| p.required) {
+        if obj.get(&p.name).is_none_or(Value::is_null) {
+            return Err(format!(
+                "missing required argument {:?} for {}",
+                p.name, s.name
+            ));
+        }
+    }
+    Ok(obj)
 }
 
 /// One line per tool for the text protocol: `name(arg*: type, …) — description`;

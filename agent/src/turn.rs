@@ -532,51 +532,60 @@ impl Session {
                 ),
             ));
         }
-        let Some(meta) = tools::find(&p.tool) else {
-            self.refused_event(
-                &id,
-                &p.tool,
-                &p.arguments,
-                RefusalKind::UnknownTool,
-                "unknown tool",
-            )?;
-            let names: Vec<&str> = tools::TOOLS.iter().map(|t| t.name()).collect();
-            return Ok(refuse(
-                &id,
-                &p.tool,
-                &format!("unknown tool {:?}; tools: {}", p.tool, names.join(", ")),
-            ));
+        // A built-in tool, or a tool of the operator's skill packs.
+        let skill = self.setup.skills.iter().find(|s| s.name == p.tool).cloned();
+        let meta = tools::find(&p.tool);
+        let (name, checked) = match (meta, &skill) {
+            (Some(m), _) => (m.name().to_string(), tools::check_args(m, &p.arguments)),
+            (None, Some(s)) => (s.name.clone(), tools::check_skill_args(s, &p.arguments)),
+            (None, None) => {
+                self.refused_event(
+                    &id,
+                    &p.tool,
+                    &p.arguments,
+                    RefusalKind::UnknownTool,
+                    "unknown tool",
+                )?;
+                let mut names: Vec<&str> = tools::TOOLS.iter().map(|t| t.name()).collect();
+                names.extend(self.setup.skills.iter().map(|s| s.name.as_str()));
+                return Ok(refuse(
+                    &id,
+                    &p.tool,
+                    &format!("unknown tool {:?}; tools: {}", p.tool, names.join(", ")),
+                ));
+            }
         };
-        let args = match tools::check_args(meta, &p.arguments) {
+        let args = match checked {
             Ok(a) => a,
             Err(e) => {
                 let msg = format!("malformed tool call: {e}");
-                self.refused_event(&id, meta.name(), &p.arguments, RefusalKind::Malformed, &msg)?;
-                return Ok(refuse(&id, meta.name(), &msg));
+                self.refused_event(&id, &name, &p.arguments, RefusalKind::Malformed, &msg)?;
+                return Ok(refuse(&id, &name, &msg));
             }
         };
-        let key = call_key(meta.name(), &args);
-        let summary = tools::summary(meta.name(), &args);
+        let key = call_key(name.as_str(), &args);
+        let summary = tools::summary(name.as_str(), &args);
         if guard.precheck(key) {
             let msg = "this exact call already failed twice the same way; it was not run again. Change approach.";
             let verdict = guard.record_refusal(key);
             self.link
                 .warn(format!("refused repeated failing call: {summary}"))?;
-            self.refused_event(&id, meta.name(), &p.arguments, RefusalKind::Loop, msg)?;
+            self.refused_event(&id, name.as_str(), &p.arguments, RefusalKind::Loop, msg)?;
             return Ok(Done {
                 verdict,
-                ..refuse(&id, meta.name(), msg)
+                ..refuse(&id, name.as_str(), msg)
             });
         }
         self.link.event(AgentEvent::ToolStart {
             call_id: req_id.clone(),
             summary: crate::redact::redact(&summary).text,
         })?;
-        let result = if meta.is_local() {
+        let local = meta.filter(|m| m.is_local());
+        let result = if let Some(meta) = local {
             let r = self.local_tool(&req_id, meta, &args)?;
             self.link.event(AgentEvent::MemoryEdit {
                 call_id: req_id.clone(),
-                tool: meta.name().to_string(),
+                tool: name.clone(),
                 arguments: crate::redact::redact(&Value::Object(args.clone()).to_string()).text,
                 status: r.status,
                 message: crate::redact::redact(&r.message).text,
@@ -586,7 +595,7 @@ impl Session {
             let arguments = Value::Object(args.clone()).to_string();
             match self.link.tool(ToolRequest {
                 call_id: req_id.clone(),
-                tool: meta.name().to_string(),
+                tool: name.clone(),
                 arguments,
             }) {
                 Ok(r) => r,
@@ -607,7 +616,8 @@ impl Session {
             duration_ms: result.duration_ms,
         })?;
         // File changes keep the broker's note (backup path, rollback) in the journal.
-        let note = if meta.effect == tools::Effect::Write && !result.message.is_empty() {
+        let writes = meta.is_some_and(|m| m.effect == tools::Effect::Write);
+        let note = if writes && !result.message.is_empty() {
             format!(": {}", crate::link::clip_text(&result.message, 400))
         } else {
             String::new()
@@ -627,14 +637,14 @@ impl Session {
         );
         let share = budget.share(calls_in_step);
         let text = if budget.exhausted() || share < 300 {
-            observe::render_minimal(meta.name(), &result)
+            observe::render_minimal(name.as_str(), &result)
         } else {
-            let o = observe::render(meta.name(), &summary, &result, share);
+            let o = observe::render(name.as_str(), &summary, &result, share);
             if o.redactions > 0 {
                 self.redactions += u64::from(o.redactions);
                 self.link.warn(format!(
                     "{} credential-like value(s) masked in the output of {} before it reached the model",
-                    o.redactions, meta.name()
+                    o.redactions, name.as_str()
                 ))?;
             }
             o.text

@@ -26,6 +26,14 @@ pub enum Plan {
         tool: String,
         command: CommandPlan,
     },
+    /// A tool of the operator's skill packs: decided by
+    /// its manifest's category and risk, run as its executable.
+    Skill {
+        tool: String,
+        category: Category,
+        risk: sysward_policy::Risk,
+        command: CommandPlan,
+    },
     File {
         tool: String,
         op: FileOp,
@@ -349,7 +357,7 @@ impl Plan {
         match self {
             Plan::Command(c) if c.script.is_some() => "shell",
             Plan::Command(_) => "exec",
-            Plan::Builtin { tool, .. } | Plan::File { tool, .. } => tool,
+            Plan::Builtin { tool, .. } | Plan::Skill { tool, .. } | Plan::File { tool, .. } => tool,
         }
     }
 
@@ -357,6 +365,9 @@ impl Plan {
         match self {
             Plan::Command(c) => c.display(),
             Plan::Builtin { tool, .. } => tool.clone(),
+            Plan::Skill { tool, command, .. } => {
+                format!("{tool} {}", command.stdin.as_deref().unwrap_or("{}"))
+            }
             Plan::File { display, .. } => display.clone(),
         }
     }
@@ -373,7 +384,9 @@ impl Plan {
     /// The working directory the request runs in.
     pub fn cwd(&self) -> &Path {
         match self {
-            Plan::Command(c) | Plan::Builtin { command: c, .. } => &c.cwd,
+            Plan::Command(c)
+            | Plan::Builtin { command: c, .. }
+            | Plan::Skill { command: c, .. } => &c.cwd,
             Plan::File { cwd, .. } => cwd,
         }
     }
@@ -387,6 +400,10 @@ impl Plan {
     ) -> std::result::Result<(), String> {
         let r = match self {
             Plan::Builtin { .. } => Ok(()),
+            // A pack gets no secret: a placeholder in its arguments is refused.
+            Plan::Skill { command, .. } => {
+                secrets.check_text("arguments", command.stdin.as_deref().unwrap_or(""))
+            }
             Plan::Command(c) => match &c.script {
                 Some(script) => secrets.check_shell(script),
                 None => {
@@ -406,14 +423,18 @@ impl Plan {
     /// The timeout the request asked for (bounded when decoded).
     pub fn timeout_secs(&self) -> Option<u64> {
         match self {
-            Plan::Command(c) | Plan::Builtin { command: c, .. } => c.timeout_secs,
+            Plan::Command(c)
+            | Plan::Builtin { command: c, .. }
+            | Plan::Skill { command: c, .. } => c.timeout_secs,
             Plan::File { .. } => None,
         }
     }
 
     pub fn reason(&self) -> &str {
         match self {
-            Plan::Command(c) | Plan::Builtin { command: c, .. } => &c.reason,
+            Plan::Command(c)
+            | Plan::Builtin { command: c, .. }
+            | Plan::Skill { command: c, .. } => &c.reason,
             Plan::File { reason, .. } => reason,
         }
     }
@@ -428,7 +449,9 @@ impl Plan {
         backup: bool,
     ) -> std::result::Result<ExecSpec, String> {
         match self {
-            Plan::Command(c) | Plan::Builtin { command: c, .. } => {
+            Plan::Command(c)
+            | Plan::Builtin { command: c, .. }
+            | Plan::Skill { command: c, .. } => {
                 let mut profile = profile;
                 let mut argv = c.argv.clone();
                 if profile.name == NETFILTER_LIST {
@@ -669,6 +692,19 @@ pub fn decide(engine: &Engine, plan: &Plan) -> Decision {
                 &HostPaths,
             )
         }
+        Plan::Skill {
+            tool,
+            category,
+            risk,
+            ..
+        } => engine.decide(
+            &Request::Skill {
+                name: tool,
+                category: *category,
+                risk: *risk,
+            },
+            &HostPaths,
+        ),
         Plan::File {
             tool,
             targets,

@@ -37,6 +37,7 @@ pub mod secret_files;
 pub mod secrets;
 pub mod session;
 pub mod signals;
+pub mod skills;
 pub mod spawn;
 pub mod stale_temps;
 pub mod status;

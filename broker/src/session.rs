@@ -354,6 +354,8 @@ struct Session<'a> {
     /// last read: a change is read before the next turn.
     policy_stamp: Option<(u64, u64, i64, i64)>,
     engine: Arc<sysward_policy::Engine>,
+    /// The operator's skill packs, as loaded when the session started.
+    skills: crate::skills::Skills,
     /// The tasks' pre-approvals; `engine` is the running task's.
     pre_approvals: crate::pre_approvals::PreApprovals,
     mode: SessionMode,
@@ -426,6 +428,10 @@ impl<'a> Session<'a> {
         for w in &warnings {
             op.event(&AgentEvent::Warning(w.clone()));
         }
+        // A pack that cannot be used stops the session before anything
+        // starts, naming its file (and line).
+        let skills = crate::skills::load(&ctx.layout.config_dir.join("skills"))
+            .context("cannot load the skill packs")?;
         let agent_account = spawn::account(&project.conf.agent_user)?;
         let model_account = spawn::account(&project.conf.model_user)?;
         let engine = Arc::new(session_engine(ctx, &project)?);
@@ -475,6 +481,7 @@ impl<'a> Session<'a> {
             },
             tasks,
             warnings,
+            skills: skills.tools(),
         };
         let tasks_expected = setup
             .tasks
@@ -508,6 +515,7 @@ impl<'a> Session<'a> {
             policy_stamp: policy_stamp(&project.agent_md_path),
             project,
             engine,
+            skills,
             pre_approvals,
             mode: req.mode.clone(),
             dry_run: req.dry_run,
@@ -945,7 +953,10 @@ impl<'a> Session<'a> {
             return self.ask_secret(&call_id, &req.arguments);
         }
         let default_cwd = self.ctx.layout.state_dir.clone();
-        let planned = crate::decide::plan(&req, &default_cwd);
+        let planned = match self.skills.find(&req.tool) {
+            Some(skill) => crate::skills::plan(skill, &req.arguments, &default_cwd),
+            None => crate::decide::plan(&req, &default_cwd),
+        };
         let planned = planned.and_then(|plan| plan.check_secrets(&self.secrets).map(|()| plan));
         let (plan, decision) = match planned {
             Ok(mut plan) => {
@@ -1366,7 +1377,9 @@ impl<'a> Session<'a> {
         // so that the outcome record follows it.
         let gated = matches!(
             plan,
-            crate::decide::Plan::Command(_) | crate::decide::Plan::Builtin { .. }
+            crate::decide::Plan::Command(_)
+                | crate::decide::Plan::Builtin { .. }
+                | crate::decide::Plan::Skill { .. }
         );
         let (mut gate, mut pending_audit) = match self.audit_start(start_record, gated) {
             Ok(g) => g,
@@ -1549,6 +1562,12 @@ impl<'a> Session<'a> {
         if matches!(plan, crate::decide::Plan::Builtin { tool, .. } if tool == "read_journal") {
             result.stdout = crate::journal::format(&result.stdout);
         }
+        let skill_output = match plan {
+            crate::decide::Plan::Skill { .. } if outcome.ending == Ending::Exited(0) => {
+                Some(crate::skills::result_text(&result.stdout))
+            }
+            _ => None,
+        };
         result.stderr = outcome.stderr.text;
         result.saved_output = outcome
             .stdout
@@ -1635,6 +1654,15 @@ impl<'a> Session<'a> {
                 }
                 None => result.status = ToolStatus::Error,
             },
+        }
+        match skill_output {
+            Some(Ok(text)) => result.stdout = text,
+            Some(Err(why)) => {
+                result.status = ToolStatus::Error;
+                result.stdout.clear();
+                notes.push(why);
+            }
+            None => {}
         }
         if let Some(hint) = crate::retry::permission_hint(&result) {
             notes.push(hint);

@@ -76,6 +76,26 @@ pub struct SessionSetup {
     pub tasks: Vec<TaskSpec>,
     /// Warnings the broker produced while loading (shown to the model too).
     pub warnings: Vec<String>,
+    /// The tools of the operator's skill packs, as the broker loaded them.
+    pub skills: Vec<SkillTool>,
+}
+
+/// A tool from an operator's skill pack, described to the model from its
+/// manifest. The broker decides and runs a call to it from its own copy of
+/// the manifest, never from this.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkillTool {
+    pub name: String,
+    pub description: String,
+    pub params: Vec<SkillParam>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkillParam {
+    pub name: String,
+    pub ty: crate::tools::Ty,
+    pub required: bool,
+    pub description: String,
 }
 
 /// A tool call as the model asked for it. The broker resolves the effect from

@@ -101,7 +101,7 @@ impl Tool {
 }
 
 /// Argument types, the small subset of JSON Schema the tools need.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Ty {
     Str,
     Int,

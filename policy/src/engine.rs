@@ -112,6 +112,30 @@ impl Engine {
                 };
                 self.conclude(vec![tools::effect(spec, tp, paths)], paths)
             }
+            Request::Skill {
+                name,
+                category,
+                risk,
+            } => {
+                let name = crate::shell::words::clip(name);
+                if !matches!(category, Category::ReadOnly | Category::Network) {
+                    return self.refuse(
+                        *category,
+                        &format!("skill pack {name}: a pack is read-only or network"),
+                        "skill pack",
+                        &name,
+                    );
+                }
+                let mut e = Effect::new(
+                    *category,
+                    *risk,
+                    format!("skill pack {name} ({})", category.as_str()),
+                );
+                e.network = *category == Category::Network;
+                e.argv = vec![name.clone()];
+                e.text = name;
+                self.conclude(vec![e], paths)
+            }
             Request::Exec {
                 argv,
                 env,

@@ -19,6 +19,13 @@ pub enum Request<'a> {
     Shell { script: &'a str, cwd: &'a Path },
     /// A non-command tool; its effect comes from the catalog by name.
     Tool { name: &'a str, paths: ToolPaths<'a> },
+    /// A tool of the operator's skill packs: its effect is what its
+    /// manifest, which the operator wrote, says (read-only or network).
+    Skill {
+        name: &'a str,
+        category: crate::types::Category,
+        risk: crate::types::Risk,
+    },
 }
 
 /// The paths a tool request names, as the broker extracted them from the

@@ -151,6 +151,7 @@ pub fn setup(mode: SessionMode, tasks: Vec<TaskSpec>) -> SessionSetup {
         },
         tasks,
         warnings: vec![],
+        skills: vec![],
     }
 }
 
