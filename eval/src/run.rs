@@ -106,10 +106,11 @@ fn oracle_script(sc: &Scenario) -> Result<Script> {
         for (i, l) in lines.iter().enumerate() {
             // One reason for every line: identical lines are identical calls.
             let reason = "reference solution";
-            let call = match plain_argv(l) {
-                Some((cmd, args)) => json!({"name": "exec", "arguments": {
+            let call = match (tool_line(l)?, plain_argv(l)) {
+                (Some(call), _) => call,
+                (None, Some((cmd, args))) => json!({"name": "exec", "arguments": {
                     "command": cmd, "args": args, "reason": reason, "timeout_seconds": 600}}),
-                None => json!({"name": "shell", "arguments": {
+                (None, None) => json!({"name": "shell", "arguments": {
                     "command": l, "reason": reason, "timeout_seconds": 600}}),
             };
             let mut step = json!({"tool_calls": [call]});
@@ -131,6 +132,24 @@ fn oracle_script(sc: &Scenario) -> Result<Script> {
         "exhausted": {"content": "Nothing more to do.\n\nTASK_STATUS: DONE"},
     });
     Script::from_str(&script.to_string()).map_err(|e| anyhow::anyhow!("oracle script: {e}"))
+}
+
+/// `@tool NAME {JSON arguments}`: a solution line that calls a tool other
+/// than exec or shell. None for any other line.
+fn tool_line(line: &str) -> Result<Option<serde_json::Value>> {
+    let Some(rest) = line.strip_prefix("@tool ") else {
+        return Ok(None);
+    };
+    let (name, arguments) = rest
+        .trim()
+        .split_once(' ')
+        .with_context(|| format!("solution line {line:?}: write @tool NAME {{JSON arguments}}"))?;
+    let arguments: serde_json::Value = serde_json::from_str(arguments.trim())
+        .with_context(|| format!("solution line {line:?}: the arguments are not JSON"))?;
+    if !arguments.is_object() {
+        anyhow::bail!("solution line {line:?}: the arguments must be a JSON object");
+    }
+    Ok(Some(json!({"name": name, "arguments": arguments})))
 }
 
 /// A line without shell syntax as a command and its arguments (an `exec`

@@ -379,6 +379,8 @@ mod tests {
             "#!/bin/sh\n# fix\nsed -i s/a/b/ f \\\n  g\n\nsystemctl restart x\n# answer: fixed x\n",
         );
         assert_eq!(l, vec!["sed -i s/a/b/ f g", "systemctl restart x"]);
+        let (l, _, _) = solution_steps("@tool read_journal {\"unit\": \"x\"}\n");
+        assert_eq!(l, vec!["@tool read_journal {\"unit\": \"x\"}"]);
         assert_eq!(a, "fixed x");
         assert_eq!(st, "DONE");
     }

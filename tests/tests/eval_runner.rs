@@ -52,6 +52,7 @@ const CI_SUBSET: &[&str] = &[
     "50-deleted-file-holds-space",
     "51-service-restart-policy",
     "52-offboard-user",
+    "56-fix-config-from-journal",
 ];
 
 fn repo() -> PathBuf {
