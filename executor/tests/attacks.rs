@@ -837,6 +837,66 @@ fn case_read_only(t: &mut T) {
             r.err()
         ),
     );
+    // The skill packs are the one part of /etc/sysward an action reads and
+    // runs; the rest stays closed beside them, and packs others could
+    // change are closed too.
+    let packs = SysDir::ensure("/etc/sysward/skills");
+    std::fs::set_permissions(
+        "/etc/sysward/skills",
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::create_dir_all("/etc/sysward/skills/probe").unwrap();
+    std::fs::write(
+        "/etc/sysward/skills/probe/run",
+        "#!/bin/sh\necho PACK-RAN\ncat /etc/sysward/ro-test.secret\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        "/etc/sysward/skills/probe/run",
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let run_pack = || {
+        spawn(
+            &command(&["/etc/sysward/skills/probe/run"], base_profile()),
+            &Opts::default(),
+        )
+    };
+    let r = run_pack();
+    t.check(
+        r.out().starts_with("PACK-RAN")
+            && !r.out().contains("sk-ro-test")
+            && r.err().contains("Permission denied"),
+        format!(
+            "a skill pack in /etc/sysward/skills runs, and /etc/sysward's other files stay closed to it: {:?} {:?}",
+            r.out(),
+            r.err()
+        ),
+    );
+    std::fs::set_permissions(
+        "/etc/sysward/skills",
+        std::fs::Permissions::from_mode(0o775),
+    )
+    .unwrap();
+    let r = run_pack();
+    t.check(
+        !r.out().contains("PACK-RAN"),
+        format!(
+            "packs in a directory its group may change are not run: {:?} {:?}",
+            r.out(),
+            r.err()
+        ),
+    );
+    let _ = std::fs::remove_dir_all("/etc/sysward/skills/probe");
+    if packs.0.is_none() {
+        std::fs::set_permissions(
+            "/etc/sysward/skills",
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    drop(packs);
     let _ = std::fs::remove_file("/etc/sysward/ro-test.secret");
     let _ = std::fs::remove_dir_all(&d);
 }

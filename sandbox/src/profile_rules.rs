@@ -18,8 +18,48 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use sysward_ipc::profile::ConfinementProfile;
 
-/// Never readable by any action.
+/// Never readable by any action (but its skill packs, [`SKILL_PACKS`]).
 pub const READ_PROTECTED: &[&str] = &["/etc/sysward"];
+
+/// The operator's skill packs: the one part of `/etc/sysward` an action may
+/// read, since a pack's executable runs as an action (its manifest and code
+/// are the operator's, not secrets). Written by no action, like the rest.
+pub const SKILL_PACKS: &str = "/etc/sysward/skills";
+
+/// [`READ_PROTECTED`] for the read rules: `/etc/sysward` becomes every entry
+/// it has but `skills/`, when that is a real directory of root's that nobody
+/// else may write. The walk then grants `skills/` alone: an entry created
+/// later is under no rule, and the cached ruleset is rebuilt when the
+/// directory changes (`read_walk_dirs`).
+fn read_protected_for_reads(config: &Path, packs: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let whole = vec![config.to_path_buf()];
+    let Ok(meta) = std::fs::symlink_metadata(packs) else {
+        return whole;
+    };
+    if !meta.is_dir() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+        return whole;
+    }
+    let Ok(entries) = std::fs::read_dir(config) else {
+        return whole;
+    };
+    let mut out = Vec::new();
+    for e in entries {
+        let Ok(e) = e else {
+            return whole;
+        };
+        let path = e.path();
+        if path != packs {
+            out.push(path);
+        }
+    }
+    if out.is_empty() {
+        // Nothing else is there now; an empty list would leave
+        // `/etc/sysward` itself out of the walk.
+        out.push(config.join(".sysward-nothing-else"));
+    }
+    out
+}
 
 /// Never writable by any action (the binaries are added at run time). The
 /// unit files, their drop-in directories (the package creates them empty so
@@ -168,10 +208,26 @@ pub fn landlock_rules(
 /// What reads never reach: the built-in set, the hidden paths and
 /// `read_all_except`.
 fn read_excluded(profile: &ConfinementProfile) -> Result<Vec<PathBuf>, SandboxError> {
-    let mut excluded = strings(READ_PROTECTED);
-    excluded.extend(abs(&profile.hidden_paths, "hidden")?);
+    let mut listed = strings(READ_PROTECTED);
+    listed.extend(abs(&profile.hidden_paths, "hidden")?);
     if let Some(ex) = &profile.read_all_except {
-        excluded.extend(abs(ex, "read_all_except")?);
+        listed.extend(abs(ex, "read_all_except")?);
+    }
+    // The configuration directory, whichever list names it, is left out
+    // but for its skill packs.
+    let packs = Path::new(SKILL_PACKS);
+    let mut excluded: Vec<PathBuf> = Vec::new();
+    for p in listed {
+        let expanded = if Some(p.as_path()) == packs.parent() {
+            read_protected_for_reads(&p, packs)
+        } else {
+            vec![p]
+        };
+        for e in expanded {
+            if !excluded.contains(&e) {
+                excluded.push(e);
+            }
+        }
     }
     Ok(excluded)
 }
@@ -253,4 +309,45 @@ pub fn prebuild_ruleset(
     extra: &Extra,
 ) -> Result<OwnedFd, SandboxError> {
     Ok(landlock_rules(profile, extra)?.build()?.into_fd())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The configuration directory is left out of reads whole, but for its
+    /// skill packs when those are a directory only root may change.
+    #[test]
+    fn only_the_skill_packs_of_the_configuration_are_readable() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = std::env::temp_dir().join(format!("sysward-packs-{}", std::process::id()));
+        let config = base.join("sysward");
+        let packs = config.join("skills");
+        std::fs::create_dir_all(packs.join("disk_usage")).unwrap();
+        std::fs::create_dir_all(config.join("secrets")).unwrap();
+        std::fs::write(config.join("init.conf"), "API_KEY=x\n").unwrap();
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        std::fs::set_permissions(&packs, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut got = read_protected_for_reads(&config, &packs);
+        got.sort();
+        if root {
+            assert_eq!(got, vec![config.join("init.conf"), config.join("secrets")]);
+        } else {
+            // Not root's: the whole directory stays out.
+            assert_eq!(got, vec![config.clone()]);
+        }
+        std::fs::set_permissions(&packs, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert_eq!(
+            read_protected_for_reads(&config, &packs),
+            vec![config.clone()]
+        );
+        std::fs::remove_dir_all(&packs).unwrap();
+        assert_eq!(
+            read_protected_for_reads(&config, &packs),
+            vec![config.clone()]
+        );
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 }

@@ -53,6 +53,7 @@ const CI_SUBSET: &[&str] = &[
     "51-service-restart-policy",
     "52-offboard-user",
     "56-fix-config-from-journal",
+    "57-report-with-a-skill-pack",
 ];
 
 fn repo() -> PathBuf {
