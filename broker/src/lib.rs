@@ -19,6 +19,7 @@ pub mod gateway_link;
 pub mod init;
 pub mod manpages;
 pub mod mountns;
+pub mod net_action;
 pub mod oneshot;
 pub mod operator;
 pub mod pinned;

@@ -31,6 +31,11 @@ pub enum Tool {
     Remember,
     Forget,
     AskSecret,
+    ProbeTcp,
+    ProbeDns,
+    ProbeHttp,
+    WebFetch,
+    WebSearch,
 }
 
 impl Tool {
@@ -55,6 +60,11 @@ impl Tool {
         Tool::Remember,
         Tool::Forget,
         Tool::AskSecret,
+        Tool::ProbeTcp,
+        Tool::ProbeDns,
+        Tool::ProbeHttp,
+        Tool::WebFetch,
+        Tool::WebSearch,
     ];
 
     /// The name the model calls it by.
@@ -79,6 +89,11 @@ impl Tool {
             Tool::Remember => "remember",
             Tool::Forget => "forget",
             Tool::AskSecret => "ask_secret",
+            Tool::ProbeTcp => "probe_tcp",
+            Tool::ProbeDns => "probe_dns",
+            Tool::ProbeHttp => "probe_http",
+            Tool::WebFetch => "web_fetch",
+            Tool::WebSearch => "web_search",
         }
     }
 
@@ -167,6 +182,9 @@ pub enum Effect {
     Memory,
     /// Asks the operator for a secret.
     Secret,
+    /// Reaches another host over the network (through the broker's
+    /// confined network executor).
+    Network,
 }
 
 impl Effect {
@@ -177,6 +195,7 @@ impl Effect {
             Effect::Run => "run",
             Effect::Memory => "memory",
             Effect::Secret => "secret",
+            Effect::Network => "network",
         }
     }
 }
@@ -392,6 +411,43 @@ pub static TOOLS: &[ToolMeta] = &[
             p("delivery", Ty::Str, true, ""),
             p("reason", Ty::Str, false, ""),
         ],
+    },
+    ToolMeta {
+        tool: Tool::ProbeTcp,
+        desc: "TCP port state, connect time.",
+        effect: Effect::Network,
+        params: &[
+            p("host", Ty::Str, true, ""),
+            p("port", Ty::Int, true, ""),
+        ],
+    },
+    ToolMeta {
+        tool: Tool::ProbeDns,
+        desc: "DNS A/AAAA/MX/TXT/CNAME lookup.",
+        effect: Effect::Network,
+        params: &[
+            p("name", Ty::Str, true, ""),
+            p("type", Ty::Str, false, "default A"),
+            p("server", Ty::Str, false, "IP[:PORT]"),
+        ],
+    },
+    ToolMeta {
+        tool: Tool::ProbeHttp,
+        desc: "HTTP status, headers, TLS cert, timings.",
+        effect: Effect::Network,
+        params: &[p("url", Ty::Str, true, "")],
+    },
+    ToolMeta {
+        tool: Tool::WebFetch,
+        desc: "Fetch a web page as text.",
+        effect: Effect::Network,
+        params: &[p("url", Ty::Str, true, "")],
+    },
+    ToolMeta {
+        tool: Tool::WebSearch,
+        desc: "Search the web.",
+        effect: Effect::Network,
+        params: &[p("query", Ty::Str, true, ""), p("max_results", Ty::Int, false, "")],
     },
 ];
 

@@ -65,6 +65,11 @@ pub fn catalog(tool: Tool) -> Option<ToolSpec> {
         Tool::RemoveFile => (C::Delete, R::High, A::Delete),
         Tool::Chmod | Tool::Chown => (C::Admin, R::Medium, A::Attr),
         Tool::Remember | Tool::Forget => (C::Write, R::Low, A::None),
+        // Run by the confined network executor: no file access, one
+        // connection each, internal destinations only where the operator
+        // listed them (NETWORK_ALLOW).
+        Tool::ProbeTcp | Tool::ProbeDns | Tool::ProbeHttp => (C::Network, R::Low, A::None),
+        Tool::WebFetch | Tool::WebSearch => (C::Network, R::Low, A::None),
     };
     Some(ToolSpec {
         tool,
@@ -72,6 +77,20 @@ pub fn catalog(tool: Tool) -> Option<ToolSpec> {
         risk,
         access,
     })
+}
+
+/// The tools that read the web for the model: ALLOW_WEB_RESEARCH gates them
+/// as well as ALLOW_NETWORK.
+pub fn is_web_research(tool: Tool) -> bool {
+    matches!(tool, Tool::WebFetch | Tool::WebSearch)
+}
+
+/// The tools that reach the network.
+pub fn is_network(tool: Tool) -> bool {
+    matches!(
+        tool,
+        Tool::ProbeTcp | Tool::ProbeDns | Tool::ProbeHttp | Tool::WebFetch | Tool::WebSearch
+    )
 }
 
 /// The names of the tools the catalog judges.
@@ -160,6 +179,8 @@ pub fn effect(s: ToolSpec, tp: &ToolPaths<'_>, facts: &dyn PathFacts) -> Effect 
         e.merge(Effect::evasive(format!("{name} without a target path")));
     }
     e.file_tool = true;
+    e.network = is_network(s.tool);
+    e.web_research = is_web_research(s.tool);
     e.argv = std::iter::once(name.to_string())
         .chain(tp.targets.iter().map(|p| p.to_string_lossy().to_string()))
         .collect();

@@ -1,0 +1,91 @@
+//! The network executor's confinement, in two layers.
+//!
+//! First, before any name is resolved (as root, single-threaded): every fd
+//! but the channel closed, no core files, the unprivileged account with every
+//! capability set cleared, non-dumpable, no_new_privs, and Landlock: the
+//! resolver's files readable and nothing else, TCP bind to no port, TCP
+//! connect only to the destination's port (and 53 for DNS over TCP), no
+//! signals or abstract unix sockets outside.
+//!
+//! Then, once the destination's addresses are known and checked, before the
+//! connection: a second Landlock layer (no file at all, TCP connect to the
+//! destination port only) and the seccomp allow-list of the model gateway
+//! (AF_INET/AF_INET6 stream sockets only: no UDP, no unix, no netlink, no
+//! packet sockets; no exec, no new processes). Landlock layers intersect, so
+//! the second can only narrow the first.
+
+use std::path::Path;
+use sysward_sandbox::deps::caps;
+use sysward_sandbox::landlock::{self, LandlockRules};
+use sysward_sandbox::{creds, process, seccomp, sys, SandboxError};
+
+/// What the resolver (glibc's getaddrinfo, or hickory for probe_dns) reads.
+const RESOLVER_FILES: &[&str] = &[
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+];
+
+/// Our own status file: the single-thread check before the second layer.
+const OWN_STAT: &str = "/proc/self/stat";
+
+fn scoped(connect_ports: Vec<u16>) -> LandlockRules {
+    LandlockRules {
+        restrict_tcp: true,
+        connect_ports,
+        scope_signals: true,
+        scope_abstract_unix: true,
+        ..Default::default()
+    }
+}
+
+/// The first layer. `ports`: the TCP ports it may connect to from now on.
+pub fn before_resolving(
+    uid: u32,
+    gid: u32,
+    keep_fd: i32,
+    ports: &[u16],
+) -> Result<(), SandboxError> {
+    if uid == 0 || gid == 0 {
+        return Err(SandboxError::step(
+            "account",
+            "refusing to run network operations as uid or gid 0".into(),
+        ));
+    }
+    process::ensure_single_threaded()?;
+    process::close_fds_except(&[keep_fd])?;
+    sys::setrlimit(libc::RLIMIT_CORE, 0).map_err(|e| SandboxError::io("rlimit core", e))?;
+    let mut ports = ports.to_vec();
+    ports.sort_unstable();
+    ports.dedup();
+    let mut rules = scoped(ports);
+    for file in RESOLVER_FILES.iter().chain(std::iter::once(&OWN_STAT)) {
+        // A resolver file the host lacks is simply not granted.
+        if Path::new(file).exists() {
+            rules.grant_path(Path::new(file), landlock::read_access())?;
+        }
+    }
+    // Built as root (the files may sit where the account cannot look).
+    let ruleset = rules.build()?;
+    let none = caps::CapsHashSet::new();
+    creds::restrict_bounding(&none)?;
+    creds::switch_user(uid, gid, &[])?;
+    creds::set_capabilities(&none, false)?;
+    process::set_non_dumpable()?;
+    process::set_no_new_privs()?;
+    landlock::enforce(ruleset)?;
+    Ok(())
+}
+
+/// The second layer, for exactly one destination port. Must run while the
+/// process has one thread.
+pub fn before_connecting(port: u16) -> Result<(), SandboxError> {
+    process::ensure_single_threaded()?;
+    let ruleset = scoped(vec![port]).build()?;
+    let filters = seccomp::gateway_programs(sys::getpid())?;
+    landlock::enforce(ruleset)?;
+    seccomp::install(&filters)?;
+    Ok(())
+}
