@@ -12,16 +12,10 @@
 //! cap and within its time, HTML is reduced to text here (never in the
 //! broker), and what goes back is plain text marked as untrusted.
 
-mod address;
-mod confine;
-mod http;
-mod probe;
-mod render;
-mod resolve;
-
 use std::os::fd::{FromRawFd, OwnedFd};
 use sysward_ipc::net::{NetOp, NetReport, NetRequest, NetSpec, NET_CHANNEL_FD};
 use sysward_ipc::Channel;
+use sysward_net::{http, probe, Stop};
 
 /// Exit status when nothing was sent (confinement failed, spec refused).
 const EXIT_NOT_RUN: i32 = 126;
@@ -75,24 +69,6 @@ fn main() {
     std::process::exit(code);
 }
 
-/// A failure before anything was sent over the network.
-pub enum Stop {
-    Confinement(sysward_sandbox::SandboxError),
-    Failed(String),
-}
-
-impl From<sysward_sandbox::SandboxError> for Stop {
-    fn from(e: sysward_sandbox::SandboxError) -> Self {
-        Stop::Confinement(e)
-    }
-}
-
-impl From<String> for Stop {
-    fn from(e: String) -> Self {
-        Stop::Failed(e)
-    }
-}
-
 fn run(spec: &NetSpec) -> NetReport {
     let result = match &spec.op {
         NetOp::ProbeTcp { host, port } => probe::tcp(spec, host, *port),
@@ -110,12 +86,4 @@ fn run(spec: &NetSpec) -> NetReport {
             NetReport::ConfinementFailed { step, error }
         }
     }
-}
-
-/// A current-thread runtime: every task on this (confined) thread.
-fn runtime() -> Result<tokio::runtime::Runtime, Stop> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Stop::Failed(format!("cannot start the I/O runtime: {e}")))
 }
