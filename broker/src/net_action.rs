@@ -277,6 +277,32 @@ pub fn search_url(base: &str, query: &str) -> Result<String, String> {
     Ok(format!("{base}{sep}q={}&format=json", encode_query(query)))
 }
 
+/// Whether a redirect from `current` to `location` may be followed after
+/// `hops` requests: at most [`MAX_REDIRECTS`], only to http(s), and never
+/// from https down to plain http.
+pub fn check_redirect(
+    current: &str,
+    location: &str,
+    status: u16,
+    hops: usize,
+) -> Result<(), String> {
+    let shown = crate::sanitize::one_line(location, 300);
+    if hops > MAX_REDIRECTS {
+        return Err(format!(
+            "refused: more than {MAX_REDIRECTS} redirects (the last, HTTP {status}, to {shown}); fetch the final URL directly if it is the right one"
+        ));
+    }
+    check_url(location).map_err(|e| format!("refused: HTTP {status} redirect to {shown}: {e}"))?;
+    if current.to_ascii_lowercase().starts_with("https://")
+        && location.to_ascii_lowercase().starts_with("http://")
+    {
+        return Err(format!(
+            "refused: HTTP {status} redirect from https to plain http ({shown}); a downgrade is never followed"
+        ));
+    }
+    Ok(())
+}
+
 /// What a network action needs from its session.
 pub struct NetRun<'a> {
     pub runner: &'a Runner,
@@ -465,31 +491,8 @@ pub fn execute(
                 error: "a redirect answered a request that was not HTTP".into(),
             };
         };
-        if hops.len() > MAX_REDIRECTS {
-            break NetReport::Failed {
-                error: format!(
-                    "refused: more than {MAX_REDIRECTS} redirects (the last, HTTP {status}, to {}); fetch the final URL directly if it is the right one",
-                    crate::sanitize::one_line(location, 300)
-                ),
-            };
-        }
-        if let Err(e) = check_url(location) {
-            break NetReport::Failed {
-                error: format!(
-                    "refused: HTTP {status} redirect to {}: {e}",
-                    crate::sanitize::one_line(location, 300)
-                ),
-            };
-        }
-        if current.to_ascii_lowercase().starts_with("https://")
-            && location.to_ascii_lowercase().starts_with("http://")
-        {
-            break NetReport::Failed {
-                error: format!(
-                    "refused: HTTP {status} redirect from https to plain http ({}); a downgrade is never followed",
-                    crate::sanitize::one_line(location, 300)
-                ),
-            };
+        if let Err(error) = check_redirect(current, location, *status, hops.len()) {
+            break NetReport::Failed { error };
         }
         if location.to_ascii_lowercase().starts_with("https://") && spec.roots_pem.is_empty() {
             spec.roots_pem = system_roots();
@@ -667,6 +670,22 @@ mod tests {
         ] {
             assert!(plan(tool, bad, cwd).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn redirects_are_bounded_and_never_downgrade() {
+        let ok = |from: &str, to: &str, hops| check_redirect(from, to, 302, hops);
+        assert!(ok("http://a/", "https://b/", 1).is_ok());
+        assert!(ok("http://a/", "http://b/", 5).is_ok());
+        assert!(ok("https://a/", "https://b/x", 1).is_ok());
+        let down = ok("https://a/", "http://a/", 1).unwrap_err();
+        assert!(down.contains("https to plain http"), "{down}");
+        assert!(ok("HTTPS://a/", "HTTP://a/", 1).is_err(), "any case");
+        assert!(ok("http://a/", "http://b/", 6)
+            .unwrap_err()
+            .contains("more than 5"));
+        assert!(ok("http://a/", "file:///etc/shadow", 1).is_err());
+        assert!(ok("http://a/", "gopher://a/", 1).is_err());
     }
 
     #[test]
