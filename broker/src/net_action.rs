@@ -313,6 +313,8 @@ pub struct NetRun<'a> {
     pub allow: Vec<NetAllow>,
     /// init.conf's `SEARCH_URL`.
     pub search_url: Option<String>,
+    /// The policy's `NETWORK_EXTRA_ROOTS` (a PEM file).
+    pub extra_roots: Option<String>,
     pub action_id: String,
 }
 
@@ -332,16 +334,25 @@ fn account() -> (u32, u32) {
     }
 }
 
-fn system_roots() -> Vec<u8> {
+/// The system bundle (missing: none) and the operator's extra roots (an
+/// error when named but unreadable: the operator meant them to be used).
+fn trust_roots(extra: Option<&str>) -> Result<Vec<u8>, String> {
     use std::io::Read;
-    match std::fs::File::open(SYSTEM_ROOTS) {
-        Ok(f) => {
-            let mut buf = Vec::new();
-            let _ = f.take(MAX_ROOTS).read_to_end(&mut buf);
-            buf
-        }
-        Err(_) => Vec::new(),
+    let mut buf = Vec::new();
+    if let Ok(f) = std::fs::File::open(SYSTEM_ROOTS) {
+        let _ = f.take(MAX_ROOTS).read_to_end(&mut buf);
     }
+    if let Some(path) = extra {
+        let mut roots = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_ROOTS).read_to_end(&mut roots))
+            .map_err(|e| {
+                format!("cannot read NETWORK_EXTRA_ROOTS {path}: {e}; nothing was sent")
+            })?;
+        buf.push(b'\n');
+        buf.extend_from_slice(&roots);
+    }
+    Ok(buf)
 }
 
 /// Runs one network tool call. The start record is written first (nothing
@@ -439,12 +450,16 @@ pub fn execute(
         Err(e) => return refused(ToolStatus::Error, format!("{e:#}; nothing was sent")),
     };
     let (uid, gid) = account();
-    let roots =
-        if matches!(&op, NetOp::Http { url, .. } if url.starts_with("https")) || https_only_after {
-            system_roots()
-        } else {
-            Vec::new()
-        };
+    let needs_roots =
+        matches!(&op, NetOp::Http { url, .. } if url.starts_with("https")) || https_only_after;
+    let roots = if needs_roots {
+        match trust_roots(run.extra_roots.as_deref()) {
+            Ok(r) => r,
+            Err(e) => return refused(ToolStatus::Error, e),
+        }
+    } else {
+        Vec::new()
+    };
     let mut spec = NetSpec {
         op,
         uid,
@@ -495,7 +510,10 @@ pub fn execute(
             break NetReport::Failed { error };
         }
         if location.to_ascii_lowercase().starts_with("https://") && spec.roots_pem.is_empty() {
-            spec.roots_pem = system_roots();
+            match trust_roots(run.extra_roots.as_deref()) {
+                Ok(r) => spec.roots_pem = r,
+                Err(error) => break NetReport::Failed { error },
+            }
         }
         spec.op = NetOp::Http {
             url: location.clone(),

@@ -1370,6 +1370,7 @@ impl<'a> Session<'a> {
             redactor: self.secrets.redactor(),
             allow: self.engine.block().network_allow.clone(),
             search_url: self.project.conf.search_url.clone(),
+            extra_roots: self.engine.block().network_extra_roots.clone(),
             action_id: format!("{}-{}", self.id, self.actions),
         };
         let timeout = Duration::from_secs(u64::from(profile.timeout_secs.max(1)));

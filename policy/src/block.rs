@@ -189,6 +189,9 @@ pub struct PolicyBlock {
     /// destinations the network tools may reach (every other internal
     /// address is refused); public addresses need no listing.
     pub network_allow: Vec<sysward_ipc::net::NetAllow>,
+    /// `NETWORK_EXTRA_ROOTS=`: a PEM file of trust roots the network tools
+    /// accept besides the system's (an internal CA).
+    pub network_extra_roots: Option<String>,
 }
 
 impl Default for PolicyBlock {
@@ -214,6 +217,7 @@ impl Default for PolicyBlock {
             rules: Vec::new(),
             write_rules: Vec::new(),
             network_allow: Vec::new(),
+            network_extra_roots: None,
         }
     }
 }
@@ -322,6 +326,9 @@ impl PolicyBlock {
         if !self.network_allow.is_empty() {
             let list: Vec<String> = self.network_allow.iter().map(|a| a.to_string()).collect();
             let _ = writeln!(out, "NETWORK_ALLOW={}", list.join(", "));
+        }
+        if let Some(roots) = &self.network_extra_roots {
+            let _ = writeln!(out, "NETWORK_EXTRA_ROOTS={}", quote_value(roots));
         }
         out
     }
@@ -630,6 +637,21 @@ fn apply(
                     block.network_allow.push(entry);
                 }
             }
+        }
+        "NETWORK_EXTRA_ROOTS" => {
+            if !value.starts_with('/')
+                || value.contains('\0')
+                || value.split('/').any(|c| c == "..")
+                || value.len() > 4096
+            {
+                return Err(invalid(
+                    line,
+                    key,
+                    value,
+                    "an absolute path to a PEM file of CA certificates",
+                ));
+            }
+            block.network_extra_roots = Some(value.to_string());
         }
         _ => warnings.push(format!(
             "agent.md line {line}: unknown policy directive {key} ignored"

@@ -59,3 +59,20 @@ fn a_malformed_entry_refuses_the_policy_and_names_it() {
         assert!(err.contains("NETWORK_ALLOW"), "{bad}: {err}");
     }
 }
+
+#[test]
+fn extra_roots_are_an_absolute_path() {
+    let p = parse_agent_md(&md("NETWORK_EXTRA_ROOTS=/etc/ssl/internal-ca.pem")).unwrap();
+    assert_eq!(
+        p.block.network_extra_roots.as_deref(),
+        Some("/etc/ssl/internal-ca.pem")
+    );
+    let again = parse_agent_md(&md(&p.block.render())).unwrap();
+    assert_eq!(again.block, p.block);
+    for bad in ["ca.pem", "/etc/../root/ca.pem", ""] {
+        let err = parse_agent_md(&md(&format!("NETWORK_EXTRA_ROOTS={bad}")))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("NETWORK_EXTRA_ROOTS"), "{bad}: {err}");
+    }
+}
