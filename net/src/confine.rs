@@ -5,7 +5,11 @@
 //! capability set cleared, non-dumpable, no_new_privs, and Landlock: the
 //! resolver's files readable and nothing else, TCP bind to no port, TCP
 //! connect only to the destination's port (and 53 for DNS over TCP), no
-//! signals or abstract unix sockets outside.
+//! signals or abstract unix sockets outside; then a seccomp deny-list: the
+//! executor's (no ptrace, mount, modules, bpf, namespaces, metadata
+//! changes…), no exec, and sockets of AF_INET, AF_INET6 (DNS over UDP and
+//! TCP) and AF_NETLINK (getaddrinfo's interface check) only — no unix
+//! socket (no system bus, no local daemon) and no packet socket.
 //!
 //! Then, once the destination's addresses are known and checked, before the
 //! connection: a second Landlock layer (no file at all, TCP connect to the
@@ -15,8 +19,10 @@
 //! the second can only narrow the first.
 
 use std::path::Path;
+use sysward_sandbox::denylist::{self, When};
 use sysward_sandbox::deps::caps;
 use sysward_sandbox::landlock::{self, LandlockRules};
+use sysward_sandbox::seccomp::DenyListOptions;
 use sysward_sandbox::{creds, process, seccomp, sys, SandboxError};
 
 /// What the resolver (glibc's getaddrinfo, or hickory for probe_dns) reads.
@@ -69,6 +75,7 @@ pub fn before_resolving(
     }
     // Built as root (the files may sit where the account cannot look).
     let ruleset = rules.build()?;
+    let filter = resolving_filter()?;
     let none = caps::CapsHashSet::new();
     creds::restrict_bounding(&none)?;
     creds::switch_user(uid, gid, &[])?;
@@ -76,7 +83,33 @@ pub fn before_resolving(
     process::set_non_dumpable()?;
     process::set_no_new_privs()?;
     landlock::enforce(ruleset)?;
+    seccomp::install(&[filter])?;
     Ok(())
+}
+
+/// The first layer's seccomp program (see the module comment).
+fn resolving_filter() -> Result<sysward_sandbox::deps::seccompiler::BpfProgram, SandboxError> {
+    let mut list = seccomp::executor_deny_list(DenyListOptions {
+        allow_mount: false,
+        protect_pid: None,
+        protect_pgid: None,
+        deny_metadata: true,
+        deny_inet: false,
+    });
+    list.insert(libc::SYS_execve, When::Always);
+    list.insert(libc::SYS_execveat, When::Always);
+    list.insert(
+        libc::SYS_socket,
+        When::Arg32NotIn {
+            arg: 0,
+            values: vec![
+                libc::AF_INET as u32,
+                libc::AF_INET6 as u32,
+                libc::AF_NETLINK as u32,
+            ],
+        },
+    );
+    denylist::compile(&list)
 }
 
 /// The second layer, for exactly one destination port. Must run while the

@@ -62,6 +62,11 @@ fn probe(allowed: u16, other: u16) {
         res(TcpStream::connect(("127.0.0.1", other))),
     );
     say("a_bind", res(TcpListener::bind("127.0.0.1:0")));
+    // DNS needs UDP; nothing else local.
+    say("a_udp", res(UdpSocket::bind("127.0.0.1:0")));
+    say("a_packet", raw_socket(libc::AF_PACKET, libc::SOCK_RAW));
+    say("a_unix", raw_socket(libc::AF_UNIX, libc::SOCK_STREAM));
+    say("a_exec", res(Command::new("/bin/true").status()));
     say("a_read_hosts", res(std::fs::read("/etc/hosts")));
     say("a_read_passwd", res(std::fs::read("/etc/passwd")));
     say(
@@ -118,6 +123,10 @@ fn main() {
         ("a_connect_allowed", "ok"),
         ("a_connect_other", "EACCES"),
         ("a_bind", "EACCES"),
+        ("a_udp", "ok"),
+        ("a_packet", "EPERM"),
+        ("a_unix", "EPERM"),
+        ("a_exec", "EPERM"),
         ("a_read_hosts", "ok"),
         ("a_read_passwd", "EACCES"),
         ("a_write_tmp", "EACCES"),
