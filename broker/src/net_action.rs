@@ -40,9 +40,7 @@ pub const FETCH_MAX_BODY: u64 = 4 << 20;
 /// Largest answer read from the search service.
 pub const SEARCH_MAX_BODY: u64 = 1 << 20;
 
-/// Longest a probe may wait (its `timeout_seconds` is capped here).
-const MAX_PROBE_SECS: u64 = 60;
-/// A probe's default wait.
+/// A probe's wait (at most the policy's command timeout).
 const DEFAULT_PROBE_SECS: u64 = 10;
 /// A fetch or search's wait when the policy's command timeout is longer.
 const MAX_FETCH_SECS: u64 = 60;
@@ -145,14 +143,6 @@ fn parse_server(s: &str) -> Result<(std::net::IpAddr, u16), String> {
         })
 }
 
-fn probe_timeout(t: Option<u64>) -> Result<Option<u64>, String> {
-    match t {
-        Some(0) => Err("timeout_seconds must be at least 1".into()),
-        Some(n) => Ok(Some(n.min(MAX_PROBE_SECS))),
-        None => Ok(Some(DEFAULT_PROBE_SECS)),
-    }
-}
-
 /// Decodes a network tool's arguments into its plan.
 pub fn plan(tool: Tool, arguments: &str, cwd: &Path) -> Result<NetPlan, String> {
     let (what, reason, timeout_secs) = match tool {
@@ -162,7 +152,7 @@ pub fn plan(tool: Tool, arguments: &str, cwd: &Path) -> Result<NetPlan, String> 
             if a.port == 0 {
                 return Err("probe_tcp: port must be 1 to 65535".into());
             }
-            let t = probe_timeout(a.timeout_seconds)?;
+            let t = Some(DEFAULT_PROBE_SECS);
             (
                 NetTool::ProbeTcp {
                     host: a.host,
@@ -203,7 +193,7 @@ pub fn plan(tool: Tool, arguments: &str, cwd: &Path) -> Result<NetPlan, String> 
         Tool::ProbeHttp => {
             let a: ProbeHttpArgs = decode(tool, arguments)?;
             check_url(&a.url)?;
-            let t = probe_timeout(a.timeout_seconds)?;
+            let t = Some(DEFAULT_PROBE_SECS);
             (NetTool::ProbeHttp { url: a.url }, a.reason, t)
         }
         Tool::WebFetch => {

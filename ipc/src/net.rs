@@ -26,8 +26,6 @@ pub struct ProbeTcpArgs {
     pub host: String,
     pub port: u16,
     #[serde(default)]
-    pub timeout_seconds: Option<u64>,
-    #[serde(default)]
     pub reason: Option<String>,
 }
 
@@ -49,8 +47,6 @@ pub struct ProbeDnsArgs {
 #[serde(deny_unknown_fields)]
 pub struct ProbeHttpArgs {
     pub url: String,
-    #[serde(default)]
-    pub timeout_seconds: Option<u64>,
     #[serde(default)]
     pub reason: Option<String>,
 }

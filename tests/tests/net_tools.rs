@@ -270,8 +270,14 @@ fn web_fetch_and_probes_reach_listed_servers_and_refuse_everything_else() {
     let secret = Web::start(secret_site, 0);
     let web = Web::start(site, secret.port);
     let base = format!("http://127.0.0.1:{}", web.port);
+    // A port nothing listens on.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let policy = format!(
-        "ALLOW_NETWORK=true\nALLOW_WEB_RESEARCH=true\nDEFAULT_COMMAND_TIMEOUT=6\nMAX_STEPS=40\nNETWORK_ALLOW=127.0.0.1:{}",
+        "ALLOW_NETWORK=true\nALLOW_WEB_RESEARCH=true\nDEFAULT_COMMAND_TIMEOUT=6\nMAX_STEPS=40\nNETWORK_ALLOW=127.0.0.1:{}, 127.0.0.1:{closed}",
         web.port
     );
     let steps = vec![
@@ -349,6 +355,10 @@ fn web_fetch_and_probes_reach_listed_servers_and_refuse_everything_else() {
         ),
         // What the hostile page asked for: the policy decides as always.
         call("shell", serde_json::json!({"command": "rm -rf /"})),
+        call(
+            "probe_tcp",
+            serde_json::json!({"host": "127.0.0.1", "port": closed}),
+        ),
     ];
     let (r, records) = run_steps("nettools", &policy, "", steps);
     let mut c = Checks(Vec::new());
@@ -460,6 +470,11 @@ fn web_fetch_and_probes_reach_listed_servers_and_refuse_everything_else() {
         "the hostile page's command is still denied",
         &r[18],
     );
+    c.check(
+        r[19].contains(": closed (refused"),
+        "probe_tcp finds a closed port closed",
+        &r[19],
+    );
     let seen = web.seen();
     c.check(
         !secret.seen().iter().any(|p| p == "/secret"),
@@ -477,7 +492,7 @@ fn web_fetch_and_probes_reach_listed_servers_and_refuse_everything_else() {
         .map(|t| format!("{} {} {}", t["event"], t["request"], t["arguments"]))
         .collect();
     c.check(
-        tools.len() == 19,
+        tools.len() == 20,
         "one audit row per call",
         &format!("{} rows: {requests:#?}", tools.len()),
     );
@@ -487,6 +502,12 @@ fn web_fetch_and_probes_reach_listed_servers_and_refuse_everything_else() {
         "the audit row of a redirected fetch lists its hops",
         &fetch.to_string(),
     );
+    for needle in ["/notes.txt", "/hop/3", "probe_tcp 127.0.0.1"] {
+        println!(
+            "  duration of {needle}: {} ms",
+            tool_event(&records, needle)["duration_ms"]
+        );
+    }
     c.done();
 }
 
@@ -637,6 +658,134 @@ fn without_the_flags_or_the_listing_nothing_is_sent() {
             == 1,
         "only the allowed probe reached the server",
         &format!("{:?}", web.seen()),
+    );
+    c.done();
+}
+
+/// A name server for one zone: A, TXT and MX answers for any name, and
+/// every query it received.
+fn dns_server() -> (u16, Arc<Mutex<Vec<String>>>) {
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = sock.local_addr().unwrap().port();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let asked2 = asked.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            let q = &buf[..n];
+            if n < 17 {
+                continue;
+            }
+            // The question: labels from byte 12 to a zero, then type and class.
+            let mut i = 12;
+            let mut labels = Vec::new();
+            while i < n && q[i] != 0 {
+                let len = q[i] as usize;
+                labels.push(String::from_utf8_lossy(&q[i + 1..(i + 1 + len).min(n)]).to_string());
+                i += 1 + len;
+            }
+            let qend = i + 5;
+            if qend > n {
+                continue;
+            }
+            let qtype = u16::from_be_bytes([q[i + 1], q[i + 2]]);
+            asked2
+                .lock()
+                .unwrap()
+                .push(format!("{} {qtype}", labels.join(".")));
+            let rdata: Vec<u8> = match qtype {
+                1 => vec![10, 20, 30, 40],
+                16 => {
+                    let t = b"v=sysward-test";
+                    let mut v = vec![t.len() as u8];
+                    v.extend_from_slice(t);
+                    v
+                }
+                15 => {
+                    let mut v = vec![0, 10];
+                    for l in ["mail", "example", "test"] {
+                        v.push(l.len() as u8);
+                        v.extend_from_slice(l.as_bytes());
+                    }
+                    v.push(0);
+                    v
+                }
+                _ => Vec::new(),
+            };
+            let mut r = Vec::new();
+            r.extend_from_slice(&q[0..2]);
+            r.extend_from_slice(&[0x81, 0x80, 0, 1, 0, u8::from(!rdata.is_empty()), 0, 0, 0, 0]);
+            r.extend_from_slice(&q[12..qend]);
+            if !rdata.is_empty() {
+                r.extend_from_slice(&[0xc0, 0x0c]);
+                r.extend_from_slice(&qtype.to_be_bytes());
+                r.extend_from_slice(&[0, 1, 0, 0, 0, 60]);
+                r.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+                r.extend_from_slice(&rdata);
+            }
+            let _ = sock.send_to(&r, from);
+        }
+    });
+    (port, asked)
+}
+
+#[test]
+fn probe_dns_asks_a_listed_name_server_over_udp() {
+    if !require_root("probe_dns_asks_a_listed_name_server") || !net_binary_built() {
+        return;
+    }
+    let (port, asked) = dns_server();
+    let server = format!("127.0.0.1:{port}");
+    let steps = vec![
+        call(
+            "probe_dns",
+            serde_json::json!({"name": "www.example.test", "server": server}),
+        ),
+        call(
+            "probe_dns",
+            serde_json::json!({"name": "example.test", "type": "TXT", "server": server}),
+        ),
+        call(
+            "probe_dns",
+            serde_json::json!({"name": "example.test", "type": "MX", "server": server}),
+        ),
+        call(
+            "probe_dns",
+            serde_json::json!({"name": "example.test", "type": "ANY", "server": server}),
+        ),
+    ];
+    let (r, records) = run_steps(
+        "netdns",
+        &format!("ALLOW_NETWORK=true\nNETWORK_ALLOW=127.0.0.1:{port}"),
+        "",
+        steps,
+    );
+    let mut c = Checks(Vec::new());
+    c.check(
+        r[0].contains("www.example.test")
+            && r[0].contains("10.20.30.40")
+            && r[0].contains(&format!("via 127.0.0.1:{port}")),
+        "an A record from the listed server",
+        &r[0],
+    );
+    c.check(r[1].contains("v=sysward-test"), "a TXT record", &r[1]);
+    c.check(r[2].contains("mail.example.test"), "an MX record", &r[2]);
+    c.check(
+        r[3].contains("not one of A, AAAA, MX, TXT, CNAME"),
+        "an unknown type is refused",
+        &r[3],
+    );
+    let asked = asked.lock().unwrap().clone();
+    c.check(
+        asked.iter().any(|q| q == "www.example.test 1")
+            && asked.iter().any(|q| q == "example.test 16"),
+        "the server was asked over UDP",
+        &format!("{asked:?}"),
+    );
+    c.check(
+        tool_records(&records).len() == 4,
+        "one audit row per call",
+        "",
     );
     c.done();
 }
