@@ -34,6 +34,9 @@ const RESOLVER_FILES: &[&str] = &[
     "/etc/gai.conf",
 ];
 
+/// The executor's address space limit (RLIMIT_AS).
+pub const MAX_ADDRESS_SPACE: u64 = 1 << 30;
+
 /// Our own status file: the single-thread check before the second layer.
 const OWN_STAT: &str = "/proc/self/stat";
 
@@ -63,6 +66,10 @@ pub fn before_resolving(
     process::ensure_single_threaded()?;
     process::close_fds_except(&[keep_fd])?;
     sys::setrlimit(libc::RLIMIT_CORE, 0).map_err(|e| SandboxError::io("rlimit core", e))?;
+    // Bodies are capped at a few MiB, but turning hostile HTML into text can
+    // take far more memory than its size: the address space is bounded too.
+    sys::setrlimit(libc::RLIMIT_AS, MAX_ADDRESS_SPACE)
+        .map_err(|e| SandboxError::io("rlimit address space", e))?;
     let mut ports = ports.to_vec();
     ports.sort_unstable();
     ports.dedup();

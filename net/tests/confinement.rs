@@ -53,6 +53,13 @@ fn probe(allowed: u16, other: u16) {
     say("first_layer", "ok".into());
     // SAFETY: getuid has no preconditions.
     say("a_uid", unsafe { libc::getuid() }.to_string());
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) };
+    say("a_address_space", limit.rlim_cur.to_string());
     say(
         "a_connect_allowed",
         res(TcpStream::connect(("127.0.0.1", allowed))),
@@ -120,6 +127,7 @@ fn main() {
     let expected = [
         ("first_layer", "ok"),
         ("a_uid", "65534"),
+        ("a_address_space", "1073741824"),
         ("a_connect_allowed", "ok"),
         ("a_connect_other", "EACCES"),
         ("a_bind", "EACCES"),
