@@ -65,6 +65,16 @@ fn fenced(title: &str, body: &str) -> String {
 
 /// The fixed part: rules, task rules and tool protocol.
 pub fn fixed(tasks_mode: bool, native_tools: bool, compact: bool) -> String {
+    fixed_without(tasks_mode, native_tools, compact, &[])
+}
+
+/// [`fixed`] without the `withheld` tools.
+fn fixed_without(
+    tasks_mode: bool,
+    native_tools: bool,
+    compact: bool,
+    withheld: &[String],
+) -> String {
     let mut s = String::from(if compact { RULES_COMPACT } else { RULES });
     if tasks_mode {
         s.push_str("\n\n");
@@ -78,7 +88,9 @@ pub fn fixed(tasks_mode: bool, native_tools: bool, compact: bool) -> String {
         s.push_str("\n\n");
         s.push_str(TEXT_PROTOCOL);
         s.push('\n');
-        s.push_str(&tools::text_description(compact, tasks_mode));
+        s.push_str(&tools::text_description_without(
+            compact, tasks_mode, withheld,
+        ));
     }
     s
 }
@@ -86,7 +98,7 @@ pub fn fixed(tasks_mode: bool, native_tools: bool, compact: bool) -> String {
 pub fn build(p: &PromptParts) -> String {
     let setup = p.setup;
     let tasks_mode = matches!(setup.mode, SessionMode::Tasks { .. });
-    let mut s = fixed(tasks_mode, p.native_tools, p.compact);
+    let mut s = fixed_without(tasks_mode, p.native_tools, p.compact, &setup.withheld_tools);
     if !p.native_tools && !setup.skills.is_empty() {
         s.push_str(&tools::skills_text(&setup.skills));
     }

@@ -289,8 +289,7 @@ impl Session {
             body["stream_options"] = json!({"include_usage": true});
         }
         if with_tools && self.native {
-            body["tools"] =
-                tools::native_tools_with(self.compact, self.tasks_mode(), &self.setup.skills);
+            body["tools"] = tools::native_tools_with(self.compact, self.tasks_mode(), &self.setup);
             // Said outright: OpenAI's default with tools, but llama-cpp-python's
             // function-calling format renders no tools without it, and vLLM
             // refuses it when auto tool choice is not enabled (then the text
@@ -387,7 +386,7 @@ impl Session {
             ToolSchema::Auto => self.context_size.is_some_and(|n| n < COMPACT_BELOW),
         };
         self.tools_json_bytes =
-            tools::native_tools_with(self.compact, self.tasks_mode(), &self.setup.skills)
+            tools::native_tools_with(self.compact, self.tasks_mode(), &self.setup)
                 .to_string()
                 .len();
     }

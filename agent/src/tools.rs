@@ -4,7 +4,7 @@
 //! trusts none of it: it resolves effects from its own catalog.
 
 use serde_json::{json, Map, Value};
-use sysward_ipc::agent::SkillTool;
+use sysward_ipc::agent::{SessionSetup, SkillTool};
 pub use sysward_ipc::tools::{find, Effect, Param, ToolMeta, Ty, TOOLS};
 
 /// The tools a compact prompt describes. The tools left out (list_dir,
@@ -80,12 +80,18 @@ pub fn native_tools(compact: bool, tasks_mode: bool) -> Value {
     )
 }
 
-/// [`native_tools`] and the operator's skill packs (described in compact
-/// prompts too: the operator installed them for this host).
-pub fn native_tools_with(compact: bool, tasks_mode: bool, skills: &[SkillTool]) -> Value {
+/// The tools of a session: [`native_tools`] without the tools its policy
+/// withholds, and the operator's skill packs (described in compact prompts
+/// too: the operator installed them for this host).
+pub fn native_tools_with(compact: bool, tasks_mode: bool, setup: &SessionSetup) -> Value {
     let mut all = native_tools(compact, tasks_mode);
     if let Value::Array(list) = &mut all {
-        list.extend(skills.iter().map(|s| skill_schema(s, compact)));
+        list.retain(|t| {
+            t["function"]["name"]
+                .as_str()
+                .is_none_or(|n| !setup.withheld_tools.iter().any(|w| w == n))
+        });
+        list.extend(setup.skills.iter().map(|s| skill_schema(s, compact)));
     }
     all
 }
@@ -182,8 +188,16 @@ pub fn check_skill_args(s: &SkillTool, arguments: &str) -> Result<Map<String, Va
 /// One line per tool for the text protocol: `name(arg*: type, …) — description`;
 /// `compact` drops the parameter descriptions.
 pub fn text_description(compact: bool, tasks_mode: bool) -> String {
+    text_description_without(compact, tasks_mode, &[])
+}
+
+/// [`text_description`] without the `withheld` tools.
+pub fn text_description_without(compact: bool, tasks_mode: bool, withheld: &[String]) -> String {
     let mut out = String::new();
-    for t in TOOLS.iter().filter(|t| shown(t, compact, tasks_mode)) {
+    for t in TOOLS
+        .iter()
+        .filter(|t| shown(t, compact, tasks_mode) && !withheld.iter().any(|w| w == t.name()))
+    {
         out.push_str("- ");
         out.push_str(t.name());
         out.push('(');

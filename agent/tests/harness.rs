@@ -1194,7 +1194,7 @@ fn goodbye_saves_state_and_ends_without_more_requests() {
 
 #[test]
 fn streaming_replies_are_parsed() {
-    let sse = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"streamed \"}}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"answer\\nTASK_STATUS: DONE\"},\"finish_reason\":\"stop\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":900,\"completion_tokens\":5}}\n\ndata: [DONE]\n\n";
+    let sse = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"streamed \"}}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"answer\\nTASK_STATUS: DONE\"},\"finish_reason\":\"stop\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":2400,\"completion_tokens\":5}}\n\ndata: [DONE]\n\n";
     let reply = sysward_ipc::model::ModelReply::Http {
         status: 200,
         retry_after: None,
@@ -1220,7 +1220,7 @@ fn streaming_replies_are_parsed() {
     assert!(rec.events().iter().any(|e| matches!(
         e,
         AgentEvent::Usage {
-            prompt_tokens: 900,
+            prompt_tokens: 2400,
             ..
         }
     )));

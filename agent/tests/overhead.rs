@@ -15,6 +15,12 @@ fn overhead(native: bool, tasks: bool) -> (usize, u64) {
 }
 
 fn overhead_with(native: bool, tasks: bool, compact: bool) -> (usize, u64) {
+    overhead_of(native, tasks, compact, true)
+}
+
+/// The prompt a session sends: with the default policy (every ALLOW_* flag
+/// off, so the network tools are withheld), or with every flag on.
+fn overhead_of(native: bool, tasks: bool, compact: bool, default_policy: bool) -> (usize, u64) {
     let mut s = setup(
         if tasks {
             SessionMode::Tasks { rerun: false }
@@ -25,6 +31,9 @@ fn overhead_with(native: bool, tasks: bool, compact: bool) -> (usize, u64) {
     );
     s.instructions = String::new();
     s.policy_text = String::new();
+    if !default_policy {
+        s.withheld_tools.clear();
+    }
     let p = prompt::build(&PromptParts {
         setup: &s,
         native_tools: native,
@@ -35,7 +44,9 @@ fn overhead_with(native: bool, tasks: bool, compact: bool) -> (usize, u64) {
         compact,
     });
     let schema = if native {
-        tools::native_tools(compact, tasks).to_string().len()
+        tools::native_tools_with(compact, tasks, &s)
+            .to_string()
+            .len()
     } else {
         0
     };
@@ -54,6 +65,10 @@ fn prompt_overhead_is_within_budget() {
     println!("prompt overhead, CLI mode, native tools: {cb} bytes ≈ {ct} tokens");
     assert!(nt <= 3000, "native overhead {nt} tokens");
     assert!(tt <= 3000, "text overhead {tt} tokens");
+    // With every flag on, the network tools are described too.
+    let (ab, at) = overhead_of(true, true, false, false);
+    println!("prompt overhead, tasks mode, native tools, every ALLOW_* flag on: {ab} bytes ≈ {at} tokens");
+    assert!(at <= 3500, "native overhead with every tool {at} tokens");
     // Compact descriptions (TOOL_SCHEMA=compact, or auto under 8,192 tokens).
     let (knb, knt) = overhead_with(true, true, true);
     let (ktb, ktt) = overhead_with(false, true, true);

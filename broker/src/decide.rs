@@ -43,6 +43,8 @@ pub enum Plan {
         reason: String,
         display: String,
     },
+    /// A network tool, run by the confined network executor.
+    Net(crate::net_action::NetPlan),
 }
 
 /// Decodes a tool request into the broker's plan. Unknown tools and malformed
@@ -112,6 +114,9 @@ pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, 
         // The agent keeps memoria.md itself (each change reaches the broker
         // as its own audited request), and a secret is asked for by its own
         // request kind: neither is an action.
+        Tool::ProbeTcp | Tool::ProbeDns | Tool::ProbeHttp | Tool::WebFetch | Tool::WebSearch => Ok(
+            Plan::Net(crate::net_action::plan(tool, &req.arguments, default_cwd)?),
+        ),
         Tool::Remember | Tool::Forget | Tool::AskSecret => {
             Err(format!("{} is not an action the broker runs", tool.name()))
         }
@@ -358,6 +363,7 @@ impl Plan {
             Plan::Command(c) if c.script.is_some() => "shell",
             Plan::Command(_) => "exec",
             Plan::Builtin { tool, .. } | Plan::Skill { tool, .. } | Plan::File { tool, .. } => tool,
+            Plan::Net(n) => n.tool.name(),
         }
     }
 
@@ -369,6 +375,7 @@ impl Plan {
                 format!("{tool} {}", command.stdin.as_deref().unwrap_or("{}"))
             }
             Plan::File { display, .. } => display.clone(),
+            Plan::Net(n) => n.display.clone(),
         }
     }
 
@@ -388,6 +395,7 @@ impl Plan {
             | Plan::Builtin { command: c, .. }
             | Plan::Skill { command: c, .. } => &c.cwd,
             Plan::File { cwd, .. } => cwd,
+            Plan::Net(n) => &n.cwd,
         }
     }
 
@@ -415,6 +423,9 @@ impl Plan {
                 }
             },
             Plan::File { op, .. } => secrets.check_file_op(op).map(|_| ()),
+            // Nothing is substituted into a network request: a placeholder
+            // in it is refused rather than sent as written.
+            Plan::Net(n) => secrets.check_text(n.tool.name(), &n.display),
         };
         let cwd_check = secrets.check_text("cwd", &self.cwd().display().to_string());
         r.and(cwd_check).map_err(|e| e.to_string())
@@ -427,6 +438,7 @@ impl Plan {
             | Plan::Builtin { command: c, .. }
             | Plan::Skill { command: c, .. } => c.timeout_secs,
             Plan::File { .. } => None,
+            Plan::Net(n) => n.timeout_secs,
         }
     }
 
@@ -436,6 +448,7 @@ impl Plan {
             | Plan::Builtin { command: c, .. }
             | Plan::Skill { command: c, .. } => &c.reason,
             Plan::File { reason, .. } => reason,
+            Plan::Net(n) => &n.reason,
         }
     }
 
@@ -489,6 +502,10 @@ impl Plan {
                 env: tools::action_env(profile.scratch_dir.as_deref()),
                 profile,
             }),
+            Plan::Net(n) => Err(format!(
+                "{} runs in the network executor, not sysward-exec",
+                n.tool.name()
+            )),
         }
     }
 }
@@ -705,6 +722,20 @@ pub fn decide(engine: &Engine, plan: &Plan) -> Decision {
             },
             &HostPaths,
         ),
+        Plan::Net(n) => {
+            let no_targets: [PathBuf; 0] = [];
+            let mut d = engine.decide(
+                &Request::Tool {
+                    name: n.tool.name(),
+                    paths: ToolPaths::new(&no_targets, &n.cwd),
+                },
+                &HostPaths,
+            );
+            // What a person approving it sees, and what the repeat limit
+            // compares: the destination, not just the tool's name.
+            d.normalized = crate::sanitize::one_line(&n.display, 4096);
+            d
+        }
         Plan::File {
             tool,
             targets,
@@ -781,6 +812,7 @@ pub fn engine_for_layout(
         "sysward-agent",
         "sysward-exec",
         "sysward-gateway",
+        "sysward-net",
     ] {
         protected.push(bin_dir.join(bin));
     }

@@ -20,6 +20,7 @@ pub mod init;
 pub mod journal;
 pub mod manpages;
 pub mod mountns;
+pub mod net_action;
 pub mod netfilter_check;
 pub mod oneshot;
 pub mod operator;

@@ -482,6 +482,9 @@ impl<'a> Session<'a> {
             tasks,
             warnings,
             skills: skills.tools(),
+            withheld_tools: sysward_ipc::tools::withheld(|flag| {
+                project.policy.flag(flag).unwrap_or(false)
+            }),
         };
         let tasks_expected = setup
             .tasks
@@ -1077,7 +1080,14 @@ impl<'a> Session<'a> {
             start["event"] = json!("action_start");
             executed = true;
             self.actions += 1;
-            let (result, change, ran) = self.execute(&call_id, &plan, &decision, start);
+            let (result, change, ran) = match &plan {
+                crate::decide::Plan::Net(net) => {
+                    let out = self.execute_net(&call_id, net, &decision, start);
+                    record["hops"] = json!(out.hops);
+                    (out.result, None, out.ran)
+                }
+                _ => self.execute(&call_id, &plan, &decision, start),
+            };
             action_ran = ran;
             if let Some(c) = change {
                 record["change"] = json!({"path": c.path, "diff": c.diff, "backup": c.backup, "rollback": c.rollback});
@@ -1350,6 +1360,39 @@ impl<'a> Session<'a> {
         }
         self.ctx.audit.record(start)?;
         Ok((None, None))
+    }
+
+    /// Runs an allowed network tool call in the network executor.
+    fn execute_net(
+        &mut self,
+        call_id: &str,
+        net: &crate::net_action::NetPlan,
+        decision: &sysward_policy::Decision,
+        start_record: serde_json::Value,
+    ) -> crate::net_action::NetOutcome {
+        let Some(profile) = &decision.profile else {
+            return crate::net_action::NetOutcome {
+                result: ToolResult::refused(
+                    call_id,
+                    ToolStatus::Denied,
+                    "denied: the decision carries no confinement profile",
+                ),
+                ran: false,
+                hops: Vec::new(),
+            };
+        };
+        let run = crate::net_action::NetRun {
+            runner: &self.ctx.runner,
+            audit: &self.ctx.audit,
+            cancel: self.op.cancel_token(),
+            redactor: self.secrets.redactor(),
+            allow: self.engine.block().network_allow.clone(),
+            search_url: self.project.conf.search_url.clone(),
+            extra_roots: self.engine.block().network_extra_roots.clone(),
+            action_id: format!("{}-{}", self.id, self.actions),
+        };
+        let timeout = Duration::from_secs(u64::from(profile.timeout_secs.max(1)));
+        crate::net_action::execute(&run, net, timeout, start_record, call_id)
     }
 
     /// Runs an allowed action; also returns the file change to audit, if any.

@@ -78,6 +78,9 @@ pub struct SessionSetup {
     pub warnings: Vec<String>,
     /// The tools of the operator's skill packs, as the broker loaded them.
     pub skills: Vec<SkillTool>,
+    /// Tools not described to the model: the policy denies every call of
+    /// them this session (`tools::withheld`).
+    pub withheld_tools: Vec<String>,
 }
 
 /// A tool from an operator's skill pack, described to the model from its

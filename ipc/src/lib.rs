@@ -12,6 +12,7 @@
 //! - operator ↔ broker: [`operator::OperatorRequest`] / [`operator::OperatorAnswer`]
 //! - broker ↔ model gateway: [`gateway::GatewayRequest`] / [`gateway::GatewayAnswer`]
 //! - broker → executor: [`exec::ExecSpec`], answered by [`exec::ExecReport`]
+//! - broker → network executor: [`net::NetSpec`], answered by [`net::NetReport`]
 
 pub mod agent;
 pub mod channel;
@@ -19,6 +20,7 @@ pub mod codec;
 pub mod exec;
 pub mod gateway;
 pub mod model;
+pub mod net;
 pub mod operator;
 pub mod patch;
 pub mod peer;

@@ -35,6 +35,11 @@ pub enum Tool {
     Remember,
     Forget,
     AskSecret,
+    ProbeTcp,
+    ProbeDns,
+    ProbeHttp,
+    WebFetch,
+    WebSearch,
 }
 
 impl Tool {
@@ -63,6 +68,11 @@ impl Tool {
         Tool::Remember,
         Tool::Forget,
         Tool::AskSecret,
+        Tool::ProbeTcp,
+        Tool::ProbeDns,
+        Tool::ProbeHttp,
+        Tool::WebFetch,
+        Tool::WebSearch,
     ];
 
     /// The name the model calls it by.
@@ -91,6 +101,22 @@ impl Tool {
             Tool::Remember => "remember",
             Tool::Forget => "forget",
             Tool::AskSecret => "ask_secret",
+            Tool::ProbeTcp => "probe_tcp",
+            Tool::ProbeDns => "probe_dns",
+            Tool::ProbeHttp => "probe_http",
+            Tool::WebFetch => "web_fetch",
+            Tool::WebSearch => "web_search",
+        }
+    }
+
+    /// The policy flags every call of this tool needs: with one of them
+    /// off the policy denies it in any form, so a session does not describe
+    /// it to the model ([`withheld`]).
+    pub fn gates(self) -> &'static [&'static str] {
+        match self {
+            Tool::ProbeTcp | Tool::ProbeDns | Tool::ProbeHttp => &["ALLOW_NETWORK"],
+            Tool::WebFetch | Tool::WebSearch => &["ALLOW_NETWORK", "ALLOW_WEB_RESEARCH"],
+            _ => &[],
         }
     }
 
@@ -98,6 +124,17 @@ impl Tool {
     pub fn from_name(name: &str) -> Option<Tool> {
         Tool::ALL.iter().copied().find(|t| t.name() == name)
     }
+}
+
+/// The names of the tools a session leaves out of the model's prompt: those
+/// whose [`Tool::gates`] include a flag `flag_on` says is off. The broker
+/// still decides (and audits) a call of one.
+pub fn withheld(flag_on: impl Fn(&str) -> bool) -> Vec<String> {
+    Tool::ALL
+        .iter()
+        .filter(|t| t.gates().iter().any(|g| !flag_on(g)))
+        .map(|t| t.name().to_string())
+        .collect()
 }
 
 /// Argument types, the small subset of JSON Schema the tools need.
@@ -179,6 +216,9 @@ pub enum Effect {
     Memory,
     /// Asks the operator for a secret.
     Secret,
+    /// Reaches another host over the network (through the broker's
+    /// confined network executor).
+    Network,
 }
 
 impl Effect {
@@ -189,6 +229,7 @@ impl Effect {
             Effect::Run => "run",
             Effect::Memory => "memory",
             Effect::Secret => "secret",
+            Effect::Network => "network",
         }
     }
 }
@@ -447,6 +488,43 @@ pub static TOOLS: &[ToolMeta] = &[
             p("delivery", Ty::Str, true, ""),
             p("reason", Ty::Str, false, ""),
         ],
+    },
+    ToolMeta {
+        tool: Tool::ProbeTcp,
+        desc: "TCP port state, connect time.",
+        effect: Effect::Network,
+        params: &[
+            p("host", Ty::Str, true, ""),
+            p("port", Ty::Int, true, ""),
+        ],
+    },
+    ToolMeta {
+        tool: Tool::ProbeDns,
+        desc: "DNS A/AAAA/MX/TXT/CNAME lookup.",
+        effect: Effect::Network,
+        params: &[
+            p("name", Ty::Str, true, ""),
+            p("type", Ty::Str, false, "default A"),
+            p("server", Ty::Str, false, "IP[:PORT]"),
+        ],
+    },
+    ToolMeta {
+        tool: Tool::ProbeHttp,
+        desc: "HTTP status, headers, TLS cert, timings.",
+        effect: Effect::Network,
+        params: &[p("url", Ty::Str, true, "")],
+    },
+    ToolMeta {
+        tool: Tool::WebFetch,
+        desc: "Fetch a web page as text.",
+        effect: Effect::Network,
+        params: &[p("url", Ty::Str, true, "")],
+    },
+    ToolMeta {
+        tool: Tool::WebSearch,
+        desc: "Search the web.",
+        effect: Effect::Network,
+        params: &[p("query", Ty::Str, true, ""), p("max_results", Ty::Int, false, "")],
     },
 ];
 

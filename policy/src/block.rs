@@ -185,6 +185,13 @@ pub struct PolicyBlock {
     pub approval_mode: ApprovalMode,
     pub rules: Vec<OperatorRule>,
     pub write_rules: Vec<WriteRule>,
+    /// `NETWORK_ALLOW=`: the loopback, private, link-local and other internal
+    /// destinations the network tools may reach (every other internal
+    /// address is refused); public addresses need no listing.
+    pub network_allow: Vec<sysward_ipc::net::NetAllow>,
+    /// `NETWORK_EXTRA_ROOTS=`: a PEM file of trust roots the network tools
+    /// accept besides the system's (an internal CA).
+    pub network_extra_roots: Option<String>,
 }
 
 impl Default for PolicyBlock {
@@ -209,6 +216,8 @@ impl Default for PolicyBlock {
             approval_mode: ApprovalMode::Strict,
             rules: Vec::new(),
             write_rules: Vec::new(),
+            network_allow: Vec::new(),
+            network_extra_roots: None,
         }
     }
 }
@@ -313,6 +322,13 @@ impl PolicyBlock {
         }
         for rule in self.write_rules.iter().filter(|r| r.origin.is_none()) {
             let _ = writeln!(out, "{}", rule.describe());
+        }
+        if !self.network_allow.is_empty() {
+            let list: Vec<String> = self.network_allow.iter().map(|a| a.to_string()).collect();
+            let _ = writeln!(out, "NETWORK_ALLOW={}", list.join(", "));
+        }
+        if let Some(roots) = &self.network_extra_roots {
+            let _ = writeln!(out, "NETWORK_EXTRA_ROOTS={}", quote_value(roots));
         }
         out
     }
@@ -456,6 +472,7 @@ fn parse_directives(
                 | "WRITE_ALLOW"
                 | "WRITE_ASK"
                 | "WRITE_DENY"
+                | "NETWORK_ALLOW"
         );
         if !repeatable {
             if let Some(&first) = seen.get(key) {
@@ -611,6 +628,30 @@ fn apply(
                 line,
                 origin: None,
             });
+        }
+        "NETWORK_ALLOW" => {
+            for item in value.split(',') {
+                let entry = sysward_ipc::net::NetAllow::parse(item)
+                    .map_err(|why| invalid(line, key, item.trim(), &why))?;
+                if !block.network_allow.contains(&entry) {
+                    block.network_allow.push(entry);
+                }
+            }
+        }
+        "NETWORK_EXTRA_ROOTS" => {
+            if !value.starts_with('/')
+                || value.contains('\0')
+                || value.split('/').any(|c| c == "..")
+                || value.len() > 4096
+            {
+                return Err(invalid(
+                    line,
+                    key,
+                    value,
+                    "an absolute path to a PEM file of CA certificates",
+                ));
+            }
+            block.network_extra_roots = Some(value.to_string());
         }
         _ => warnings.push(format!(
             "agent.md line {line}: unknown policy directive {key} ignored"

@@ -420,7 +420,9 @@ fn gate(e: &Effect, block: &PolicyBlock) -> Option<(String, &'static str)> {
     let privileged = mode != ExecutionMode::Guarded;
     match e.category {
         Category::ReadOnly | Category::Write => None,
-        Category::Network => (!block.allow_network).then(|| ("needs the network (ALLOW_NETWORK=false)".to_string(), "ALLOW_NETWORK")),
+        Category::Network if !block.allow_network => Some(("needs the network (ALLOW_NETWORK=false)".to_string(), "ALLOW_NETWORK")),
+        Category::Network if e.web_research && !block.allow_web_research => Some(("reads the web (ALLOW_WEB_RESEARCH=false)".to_string(), "ALLOW_WEB_RESEARCH")),
+        Category::Network => None,
         Category::Download => {
             if !block.allow_network {
                 Some(("downloads (ALLOW_NETWORK=false)".to_string(), "ALLOW_NETWORK"))

@@ -70,6 +70,11 @@ pub fn catalog(tool: Tool) -> Option<ToolSpec> {
         Tool::RemoveFile => (C::Delete, R::High, A::Delete),
         Tool::Chmod | Tool::Chown => (C::Admin, R::Medium, A::Attr),
         Tool::Remember | Tool::Forget => (C::Write, R::Low, A::None),
+        // Run by the confined network executor: no file access, one
+        // connection each, internal destinations only where the operator
+        // listed them (NETWORK_ALLOW).
+        Tool::ProbeTcp | Tool::ProbeDns | Tool::ProbeHttp => (C::Network, R::Low, A::None),
+        Tool::WebFetch | Tool::WebSearch => (C::Network, R::Low, A::None),
     };
     Some(ToolSpec {
         tool,
@@ -77,6 +82,20 @@ pub fn catalog(tool: Tool) -> Option<ToolSpec> {
         risk,
         access,
     })
+}
+
+/// The tools that read the web for the model: ALLOW_WEB_RESEARCH gates them
+/// as well as ALLOW_NETWORK.
+pub fn is_web_research(tool: Tool) -> bool {
+    matches!(tool, Tool::WebFetch | Tool::WebSearch)
+}
+
+/// The tools that reach the network.
+pub fn is_network(tool: Tool) -> bool {
+    matches!(
+        tool,
+        Tool::ProbeTcp | Tool::ProbeDns | Tool::ProbeHttp | Tool::WebFetch | Tool::WebSearch
+    )
 }
 
 /// The names of the tools the catalog judges.
@@ -165,6 +184,8 @@ pub fn effect(s: ToolSpec, tp: &ToolPaths<'_>, facts: &dyn PathFacts) -> Effect 
         e.merge(Effect::evasive(format!("{name} without a target path")));
     }
     e.file_tool = true;
+    e.network = is_network(s.tool);
+    e.web_research = is_web_research(s.tool);
     e.argv = std::iter::once(name.to_string())
         .chain(tp.targets.iter().map(|p| p.to_string_lossy().to_string()))
         .collect();
@@ -173,4 +194,25 @@ pub fn effect(s: ToolSpec, tp: &ToolPaths<'_>, facts: &dyn PathFacts) -> Effect 
         e.text.push_str(" (recursive)");
     }
     e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tool the agent leaves out of the prompt when a flag is off
+    /// (`Tool::gates`) is one the policy denies in any form then: the
+    /// network category needs ALLOW_NETWORK, and every network tool names it.
+    #[test]
+    fn the_gates_the_agent_withholds_by_are_the_catalogs() {
+        for t in Tool::ALL {
+            let network = catalog(*t).is_some_and(|s| s.category == Category::Network);
+            assert_eq!(
+                network,
+                t.gates().contains(&"ALLOW_NETWORK"),
+                "{}",
+                t.name()
+            );
+        }
+    }
 }

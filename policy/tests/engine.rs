@@ -433,17 +433,45 @@ fn tools_come_from_the_catalog() {
     );
     assert!(d.verdict.is_deny(), "{d:?}");
     // The catalog judges exactly the shared tool list: a tool no process
-    // implements (web research before it exists) is unknown here too.
+    // implements is unknown here too.
     let web = engine("ALLOW_NETWORK=true\nALLOW_WEB_RESEARCH=true");
     let d = web.decide(
         &Request::Tool {
-            name: "web_fetch",
+            name: "web_crawl",
             paths: ToolPaths::new(&[], cwd),
         },
         &LexicalPaths,
     );
     assert!(d.verdict.is_deny(), "{d:?}");
     assert_eq!(d.source, "tool catalog");
+    // The network tools are network actions: ALLOW_NETWORK gates them all,
+    // ALLOW_WEB_RESEARCH also gates web_fetch and web_search.
+    let fetch = |e: &Engine, name: &str| {
+        e.decide(
+            &Request::Tool {
+                name,
+                paths: ToolPaths::new(&[], cwd),
+            },
+            &LexicalPaths,
+        )
+    };
+    let d = fetch(&web, "web_fetch");
+    assert_eq!(
+        (d.verdict.as_str(), d.category),
+        ("allow", Category::Network),
+        "{d:?}"
+    );
+    assert!(d.profile.as_ref().is_some_and(|p| p.network), "{d:?}");
+    let no_research = engine("ALLOW_NETWORK=true");
+    let d = fetch(&no_research, "web_search");
+    assert!(
+        d.verdict.is_deny() && d.source == "ALLOW_WEB_RESEARCH",
+        "{d:?}"
+    );
+    assert_eq!(fetch(&no_research, "probe_tcp").verdict.as_str(), "allow");
+    let offline = engine("ALLOW_WEB_RESEARCH=true");
+    let d = fetch(&offline, "probe_dns");
+    assert!(d.verdict.is_deny() && d.source == "ALLOW_NETWORK", "{d:?}");
     let shared: Vec<&str> = sysward_ipc::tools::Tool::ALL
         .iter()
         .map(|t| t.name())

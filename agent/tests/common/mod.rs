@@ -152,6 +152,8 @@ pub fn setup(mode: SessionMode, tasks: Vec<TaskSpec>) -> SessionSetup {
         tasks,
         warnings: vec![],
         skills: vec![],
+        // As the default policy (every ALLOW_* flag off) has it.
+        withheld_tools: sysward_ipc::tools::withheld(|_| false),
     }
 }
 

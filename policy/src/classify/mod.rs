@@ -67,6 +67,9 @@ pub struct Effect {
     /// Exactly a netfilter listing ([`crate::netfilter`]): it keeps
     /// CAP_NET_ADMIN when it is the whole request.
     pub netfilter_list: bool,
+    /// Reads the web for the model (`web_fetch`, `web_search`): needs
+    /// ALLOW_WEB_RESEARCH on top of ALLOW_NETWORK.
+    pub web_research: bool,
 }
 
 impl Effect {
@@ -90,6 +93,7 @@ impl Effect {
             unanalysable: false,
             file_tool: false,
             netfilter_list: false,
+            web_research: false,
         }
     }
 
