@@ -178,3 +178,46 @@ fn print_digest() {
         sysward_agent::observe::render("exec", "exec: journalctl -u nginx", &r, 3000).text
     );
 }
+
+/// A session describes neither a tool its policy denies in any form (its
+/// flag is off) nor leaves out one it may allow; skill packs are added.
+#[test]
+fn a_session_describes_the_tools_its_policy_can_allow_and_its_skill_packs() {
+    let names = |s: &sysward_ipc::agent::SessionSetup| -> Vec<String> {
+        tools::native_tools_with(false, true, s)
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["function"]["name"].as_str().map(String::from))
+            .collect()
+    };
+    let mut s = setup(
+        sysward_ipc::agent::SessionMode::Tasks { rerun: false },
+        vec![],
+    );
+    let off = names(&s);
+    assert!(
+        !off.iter().any(|n| n == "web_fetch" || n == "probe_tcp"),
+        "{off:?}"
+    );
+    assert!(off.iter().any(|n| n == "read_journal"), "{off:?}");
+    s.withheld_tools = sysward_ipc::tools::withheld(|f| f == "ALLOW_NETWORK");
+    let network = names(&s);
+    assert!(network.iter().any(|n| n == "probe_tcp"), "{network:?}");
+    assert!(!network.iter().any(|n| n == "web_fetch"), "{network:?}");
+    s.skills.push(sysward_ipc::agent::SkillTool {
+        name: "disk_usage".into(),
+        description: "space used".into(),
+        params: vec![sysward_ipc::agent::SkillParam {
+            name: "paths".into(),
+            ty: tools::Ty::StrList,
+            required: true,
+            description: String::new(),
+        }],
+    });
+    let with_pack = tools::native_tools_with(false, true, &s).to_string();
+    assert!(
+        with_pack.contains("\"disk_usage\"") && with_pack.contains("\"paths\""),
+        "{with_pack}"
+    );
+}
