@@ -9,11 +9,12 @@ use crate::request::Request;
 use crate::shell::{limits, Analyzer, Arg, Cmd, Item, Stdin};
 use crate::tools;
 use crate::types::{Category, Risk, Verdict};
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use sysward_ipc::profile::ConfinementProfile;
 
 /// What the broker does with one request, and everything it shows about it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
     pub verdict: Verdict,
     /// The headline category (of the command that decided).
@@ -33,7 +34,7 @@ pub struct Decision {
 }
 
 /// One simple command of a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Part {
     pub text: String,
     pub category: Category,

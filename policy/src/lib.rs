@@ -33,7 +33,7 @@ pub use block::{
 pub use engine::{explain, Decision, Engine, Part};
 pub use error::PolicyError;
 pub use facts::{HostFacts, LexicalPaths, PathFacts};
-pub use request::{Request, ToolPaths};
+pub use request::{OwnedRequest, Request, ToolPaths};
 pub use shell::limits::{MAX_OPENERS, MAX_SCRIPT_BYTES};
 pub use tools::{catalog, tool_names, Access, ToolSpec};
 pub use types::{Category, Risk, Verdict};
