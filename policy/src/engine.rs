@@ -41,6 +41,14 @@ pub struct Part {
     pub risk: Risk,
 }
 
+/// Everything an [`Engine`] is built from: what the broker sends the
+/// classifier helper so that it decides with exactly the broker's engine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineSetup {
+    pub block: PolicyBlock,
+    pub facts: HostFacts,
+}
+
 /// The policy engine for one loaded policy on one host.
 #[derive(Debug, Clone)]
 pub struct Engine {
@@ -57,6 +65,10 @@ impl Engine {
     pub fn new(block: PolicyBlock, facts: HostFacts) -> Engine {
         let sets = PathSets::new(&facts);
         Engine { block, facts, sets }
+    }
+
+    pub fn from_setup(setup: EngineSetup) -> Engine {
+        Engine::new(setup.block, setup.facts)
     }
 
     pub fn block(&self) -> &PolicyBlock {
