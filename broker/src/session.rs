@@ -964,6 +964,20 @@ impl<'a> Session<'a> {
                         "what": incident.what, "restarted": incident.restarted,
                         "request": sanitize::one_line(&plan.display(), 2000),
                     }));
+                    log_line(
+                        self.ctx,
+                        &format!(
+                            "session {}: the command classifier (pid {}) {}; {}",
+                            self.id,
+                            incident.pid,
+                            incident.what,
+                            if incident.restarted {
+                                "a fresh one is ready"
+                            } else {
+                                "none could be started again"
+                            }
+                        ),
+                    );
                 }
                 let decision = classified.decision;
                 self.op.decided(

@@ -51,12 +51,14 @@ pub enum ClassifyAnswer<D> {
     },
 }
 
-/// A request carries at most a 1 MiB script (larger ones are refused by the
-/// broker unsent) or an engine setup (the policy block, at most agent.md's
-/// 1 MiB, and the host facts); answers carry one decision, whose text is
-/// bounded by the request's.
+/// A request carries at most a 1 MiB script (the engine refuses larger ones
+/// unanalysed) or an engine setup (the policy block, at most agent.md's 1 MiB
+/// plus a task's pre-approvals, and the host facts); an answer carries one
+/// decision: its one-line text (at most 1 MiB) and the text of each command
+/// found, which all parses of one request bound to a few MiB together. A
+/// frame beyond the cap is an error, which the broker turns into a denial.
 pub const CLASSIFY_REQUEST_MAX: usize = 4 << 20;
-pub const CLASSIFY_ANSWER_MAX: usize = 8 << 20;
+pub const CLASSIFY_ANSWER_MAX: usize = 16 << 20;
 
 impl<Setup, Req> Message for ClassifyRequest<Setup, Req>
 where

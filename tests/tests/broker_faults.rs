@@ -123,7 +123,6 @@ fn runaway_classifications_cost_one_denial_each_not_the_session() {
     p.init_conf(&server, "")
         .agent_md("EXECUTION_MODE=guarded")
         .write("01-t.md", "# T\nRun three commands.\n");
-    std::env::set_current_dir(&p.dir).unwrap();
     let layout = Layout::standalone(&p.dir).unwrap();
     let mut ctx =
         sysward_broker::context::broker_context_with_binaries(layout, &bin_dir()).unwrap();

@@ -423,3 +423,82 @@ fn decisions_do_not_wait_behind_a_stuck_helper() {
         "20 decisions took {others:?}, the stuck one {took:?}"
     );
 }
+
+/// `sysward policy explain` run by an operator who is not root starts the
+/// helper as that user: it confines itself without a capability and still
+/// decides.
+#[test]
+fn a_helper_started_by_a_user_who_is_not_root_confines_itself_and_decides() {
+    if !require_root("a_helper_started_by_a_user_who_is_not_root_confines_itself_and_decides") {
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    use sysward_classify::{Answer, Request};
+    use sysward_ipc::classify::ClassifyAnswer;
+    let (mut ours, theirs) = sysward_ipc::Channel::pair().unwrap();
+    let fd = theirs.raw_fd();
+    let mut cmd = std::process::Command::new(bin_dir().join("sysward-classify"));
+    cmd.uid(65534).gid(65534).env_clear();
+    // SAFETY: dup2 is async-signal-safe; it copies the channel onto fd 3
+    // (clearing close-on-exec on the copy) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    drop(theirs);
+    ours.send(&Request::Hello {
+        build: sysward_ipc::BUILD_VERSION.to_string(),
+    })
+    .unwrap();
+    let welcome: Answer = ours.recv().unwrap();
+    assert!(
+        matches!(welcome, ClassifyAnswer::Welcome { .. }),
+        "{welcome:?}"
+    );
+    let pid = child.id();
+    let field = |k: &str| status_field(pid, k).unwrap_or_default();
+    assert_eq!(field("CapEff:"), "0000000000000000");
+    assert_eq!(field("CapPrm:"), "0000000000000000");
+    assert_eq!(field("NoNewPrivs:"), "1");
+    assert_eq!(field("Seccomp:"), "2");
+    assert!(field("Uid:").split_whitespace().all(|u| u == "65534"));
+    ours.send(&Request::LoadEngine {
+        id: 1,
+        setup: sysward_policy::EngineSetup {
+            block: PolicyBlock::default(),
+            facts: HostFacts::packaged(0, 0),
+        },
+    })
+    .unwrap();
+    let loaded: Answer = ours.recv().unwrap();
+    assert_eq!(loaded, ClassifyAnswer::Loaded { id: 1 });
+    ours.send(&Request::Decide {
+        engine: 1,
+        request: shell("echo hello | wc -c"),
+    })
+    .unwrap();
+    match ours.recv::<Answer>().unwrap() {
+        ClassifyAnswer::Decided { decision, retiring } => {
+            assert_eq!(decision.verdict, Verdict::Allow, "{decision:?}");
+            assert!(!retiring);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Out of turn: a second hello ends it with an error answer.
+    ours.send(&Request::Hello {
+        build: sysward_ipc::BUILD_VERSION.to_string(),
+    })
+    .unwrap();
+    let refused: Answer = ours.recv().unwrap();
+    assert!(
+        matches!(&refused, ClassifyAnswer::Error { message } if message.contains("not permitted")),
+        "{refused:?}"
+    );
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+}
