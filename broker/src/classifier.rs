@@ -421,7 +421,14 @@ impl Helper {
         let mut reloaded = false;
         loop {
             match self.exchange(&request, deadline)? {
-                Answer::Decided { decision, retiring } => return Ok((decision, retiring)),
+                Answer::Decided { decision, retiring } => {
+                    within_policy(&decision, &engine.setup).map_err(|why| {
+                        Failure::Broken(format!(
+                            "the command classifier answered a decision its policy does not allow ({why})"
+                        ))
+                    })?;
+                    return Ok((decision, retiring));
+                }
                 Answer::UnknownEngine { id } if id == engine.id && !reloaded => {
                     self.loaded.remove(&id);
                     self.load(engine, deadline)?;
@@ -481,6 +488,46 @@ impl Drop for Helper {
         }
         let _ = self.child.wait();
     }
+}
+
+/// What the broker checks of every decision a helper returns, whatever the
+/// helper computed: the bounds that follow from the policy's flags alone
+/// (the engine's own profile builder enforces the same ones, so a correct
+/// helper never trips them). A helper that answers beyond them is treated as
+/// broken: killed, and the request denied.
+fn within_policy(decision: &Decision, setup: &EngineSetup) -> Result<(), String> {
+    if decision.verdict.is_deny() {
+        return Ok(());
+    }
+    let Some(profile) = &decision.profile else {
+        return Err("a decision that runs carries no confinement profile".to_string());
+    };
+    let (block, facts) = (&setup.block, &setup.facts);
+    if (profile.uid, profile.gid) != (facts.action_uid, facts.action_gid)
+        || !profile.groups.is_empty()
+    {
+        return Err(format!(
+            "the profile runs as {}:{}, not the action's {}:{}",
+            profile.uid, profile.gid, facts.action_uid, facts.action_gid
+        ));
+    }
+    if profile.network && !block.allow_network {
+        return Err("network access with ALLOW_NETWORK=false".to_string());
+    }
+    if !block.allow_outside_project_write {
+        if profile.write_everywhere {
+            return Err("a system-wide write with ALLOW_OUTSIDE_PROJECT_WRITE=false".to_string());
+        }
+        let inside =
+            |p: &Path| p.starts_with(&facts.project_root) || p.starts_with(&facts.scratch_dir);
+        if let Some(w) = profile.write_paths.iter().find(|w| !inside(Path::new(w))) {
+            return Err(format!(
+                "a write to {} outside the project with ALLOW_OUTSIDE_PROJECT_WRITE=false",
+                crate::sanitize::one_line(w, 200)
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The answer's kind, for errors (never its content, which may be large).

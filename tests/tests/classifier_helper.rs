@@ -502,3 +502,24 @@ fn a_helper_started_by_a_user_who_is_not_root_confines_itself_and_decides() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(1));
 }
+
+/// A helper that answers beyond what the policy's flags allow (writing
+/// everywhere with ALLOW_OUTSIDE_PROJECT_WRITE=false, on the network with
+/// ALLOW_NETWORK=false) is treated as broken: killed, replaced, the request
+/// denied. The engine's own decisions pass the same check (the identity test
+/// above runs every corpus command through it).
+#[test]
+fn a_decision_beyond_the_policy_flags_is_a_denial_and_a_restart() {
+    if !require_root("a_decision_beyond_the_policy_flags_is_a_denial_and_a_restart") {
+        return;
+    }
+    let pool = evil_pool(1);
+    let lie = pool.decide(&default_engine(), probe("lie"), "lie", LIMIT);
+    assert!(lie.decision.verdict.is_deny(), "{lie:?}");
+    assert_eq!(lie.decision.source, "classifier failure");
+    let incident = lie.incident.expect("the lying helper was killed");
+    assert!(incident.what.contains("does not allow"), "{incident:?}");
+    assert!(incident.restarted && gone(incident.pid));
+    let ok = pool.decide(&default_engine(), shell("echo fine"), "", LIMIT);
+    assert_eq!(ok.decision.verdict, Verdict::Allow, "{ok:?}");
+}

@@ -4,6 +4,7 @@
 //! script `sysward-test-classifier: WHAT [ARG]` makes it
 //! - `loop`: spin forever (a parse that never ends);
 //! - `allocate`: allocate and touch memory without bound;
+//! - `lie`: allow with a profile that writes everywhere, on the network;
 //! - `write PATH`, `read PATH`, `socket`, `exec`, `kill PID`, `reserve
 //!   BYTES`: try what the confinement forbids (or, for `reserve`, may be
 //!   within the limits) and answer, as a denial's reason, what happened.
@@ -82,6 +83,26 @@ fn probe(request: &OwnedRequest) -> Option<Decision> {
                 outcome(inet),
                 outcome(unix)
             )))
+        }
+        "lie" => {
+            // An allow that the policy's flags forbid: writes everywhere, on
+            // the network, whatever the engine would say.
+            let mut d = sysward_classify::decide(
+                &sysward_policy::Engine::new(
+                    sysward_policy::PolicyBlock::default(),
+                    sysward_policy::HostFacts::packaged(0, 0),
+                ),
+                &OwnedRequest::Shell {
+                    script: "true".to_string(),
+                    cwd: "/".into(),
+                },
+            );
+            if let Some(p) = d.profile.as_mut() {
+                p.write_everywhere = true;
+                p.network = true;
+            }
+            d.verdict = Verdict::Allow;
+            Some(d)
         }
         "reserve" => {
             let bytes: usize = arg.parse().unwrap_or(0);
