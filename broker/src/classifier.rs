@@ -105,7 +105,7 @@ impl ClassifierPool {
         crate::spawn::check_binary(program)?;
         let mut idle = Vec::new();
         for _ in 0..warm.min(MAX_IDLE) {
-            idle.push(Helper::start(program)?);
+            idle.push(Helper::start(program, Instant::now() + START_TIMEOUT)?);
         }
         Ok(ClassifierPool {
             program: program.to_path_buf(),
@@ -125,7 +125,9 @@ impl ClassifierPool {
         }
     }
 
-    fn take(&self) -> Result<Helper> {
+    /// An idle helper, or a new one started by `deadline` (the decision's:
+    /// a start that hangs costs that decision, not more).
+    fn take(&self, deadline: Instant) -> Result<Helper> {
         while let Some(h) = self.idle.lock().ok().and_then(|mut idle| idle.pop()) {
             // One that died while idle (killed from outside) is replaced
             // rather than costing a denial.
@@ -133,7 +135,7 @@ impl ClassifierPool {
                 return Ok(h);
             }
         }
-        Helper::start(&self.program)
+        Helper::start(&self.program, deadline)
     }
 
     fn give_back(&self, helper: Helper) {
@@ -155,7 +157,7 @@ impl ClassifierPool {
         limit: Duration,
     ) -> Classified {
         let deadline = Instant::now() + limit;
-        let mut helper = match self.take() {
+        let mut helper = match self.take(deadline) {
             Ok(h) => h,
             Err(e) => {
                 return Classified {
@@ -190,7 +192,7 @@ impl ClassifierPool {
                     (Failure::Broken(why), Some(st)) => format!("{why}; it {}", describe(st)),
                     (Failure::Broken(why), None) => why.clone(),
                 };
-                let restarted = match Helper::start(&self.program) {
+                let restarted = match Helper::start(&self.program, Instant::now() + START_TIMEOUT) {
                     Ok(fresh) => {
                         self.give_back(fresh);
                         true
@@ -265,6 +267,7 @@ struct Helper {
     pid: u32,
     /// Engines sent to it (it may have dropped the oldest; it then says so).
     loaded: HashSet<u64>,
+    reaped: bool,
 }
 
 /// Keeps the broker's record of a helper's engines bounded; the helper
@@ -272,7 +275,7 @@ struct Helper {
 const MAX_LOADED_IDS: usize = 256;
 
 impl Helper {
-    fn start(program: &Path) -> Result<Helper> {
+    fn start(program: &Path, deadline: Instant) -> Result<Helper> {
         let (ours, theirs) = Channel::pair()?;
         ours.force_send_buffer(CLASSIFY_REQUEST_MAX)?;
         theirs.force_send_buffer(CLASSIFY_ANSWER_MAX)?;
@@ -300,29 +303,28 @@ impl Helper {
             chan: ours,
             pid,
             loaded: HashSet::new(),
+            reaped: false,
         };
         let hello = helper.exchange(
             &Request::Hello {
                 build: BUILD_VERSION.to_string(),
             },
-            Instant::now() + START_TIMEOUT,
+            deadline,
         );
         let welcome = match hello {
             Ok(a) => a,
             Err(failure) => {
                 helper.kill_and_reap();
                 match failure {
-                    Failure::Late => bail!(
-                        "{} did not start within {} s",
-                        program.display(),
-                        START_TIMEOUT.as_secs()
-                    ),
+                    Failure::Late => bail!("{} did not start in time", program.display()),
                     Failure::Broken(why) => bail!("{} did not start: {why}", program.display()),
                 }
             }
         };
         match welcome {
-            Answer::Welcome { build, .. } if build == BUILD_VERSION => Ok(helper),
+            Answer::Welcome { build, pid } if build == BUILD_VERSION && pid == helper.pid => {
+                Ok(helper)
+            }
             other => {
                 helper.kill_and_reap();
                 bail!(
@@ -453,6 +455,13 @@ impl Helper {
     /// SIGKILL through the pidfd (the pid cannot have been reused: the child
     /// is not reaped yet), then reap. Returns how it ended.
     fn kill_and_reap(mut self) -> Option<ExitStatus> {
+        self.kill_and_reap_in_place()
+    }
+
+    fn kill_and_reap_in_place(&mut self) -> Option<ExitStatus> {
+        if self.reaped {
+            return None;
+        }
         // SAFETY: pidfd_send_signal takes an fd we own, a signal number and a
         // null siginfo; no memory is shared.
         unsafe {
@@ -464,10 +473,12 @@ impl Helper {
                 0,
             );
         }
+        self.reaped = true;
         self.child.wait().ok()
     }
 
-    /// A helper that retired exits by itself once its channel closes.
+    /// A helper that retired is done (it exits by itself once it has
+    /// answered; the kill makes sure).
     fn finish(self) {
         let _ = self.kill_and_reap();
     }
@@ -476,17 +487,7 @@ impl Helper {
 impl Drop for Helper {
     fn drop(&mut self) {
         // Dropping the pool (the broker stops) must not leave helpers behind.
-        // SAFETY: as in kill_and_reap.
-        unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                self.pidfd.as_raw_fd(),
-                libc::SIGKILL,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            );
-        }
-        let _ = self.child.wait();
+        let _ = self.kill_and_reap_in_place();
     }
 }
 
