@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 /// Classifier helpers started with the broker: one per core of the 2-core
 /// machines sysward is measured on, so that two sessions deciding at once
-/// find one ready each (a third starts its own in about a millisecond).
+/// find one ready each. A third starts its own (2-5 ms measured, spawn,
+/// confinement and hello) and keeps it for later (up to four idle).
 const WARM_CLASSIFIERS: usize = 2;
 
 /// Everything a broker needs before its first session.
