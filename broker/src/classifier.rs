@@ -95,22 +95,41 @@ pub struct Classified {
 pub struct ClassifierPool {
     program: PathBuf,
     idle: Mutex<Vec<Helper>>,
+    /// Why the warm helpers did not start, if they did not.
+    start_error: Option<String>,
 }
 
 impl ClassifierPool {
     /// Starts `warm` helpers from `program` (checked to be root-owned and
-    /// not writable by others). Fails when the first cannot start or confine
-    /// itself: the broker refuses to run without its classifier.
+    /// not writable by others: a missing or unsafe binary is an error). A
+    /// helper that cannot start or confine itself (a kernel without
+    /// Landlock, a container's seccomp filter) is not: the pool then starts
+    /// empty, says why in [`ClassifierPool::start_error`], and every
+    /// decision tries again and is a denial naming the cause until one
+    /// starts.
     pub fn start(program: &Path, warm: usize) -> Result<ClassifierPool> {
         crate::spawn::check_binary(program)?;
         let mut idle = Vec::new();
+        let mut start_error = None;
         for _ in 0..warm.min(MAX_IDLE) {
-            idle.push(Helper::start(program, Instant::now() + START_TIMEOUT)?);
+            match Helper::start(program, Instant::now() + START_TIMEOUT) {
+                Ok(h) => idle.push(h),
+                Err(e) => {
+                    start_error = Some(format!("{e:#}"));
+                    break;
+                }
+            }
         }
         Ok(ClassifierPool {
             program: program.to_path_buf(),
             idle: Mutex::new(idle),
+            start_error,
         })
+    }
+
+    /// Why the helpers started with the pool did not start.
+    pub fn start_error(&self) -> Option<&str> {
+        self.start_error.as_deref()
     }
 
     pub fn program(&self) -> &Path {

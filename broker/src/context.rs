@@ -30,6 +30,9 @@ pub fn broker_context_with_binaries(
     // Before the secrets are loaded: the classifier helpers never share an
     // address space with them, not even for the moment between fork and exec.
     let classifier = crate::classifier::start_pool(bin_dir, WARM_CLASSIFIERS)?;
+    if let Some(why) = classifier.start_error() {
+        eprintln!("sysward: warning: the command classifier does not start ({why}): every command is denied until it does; run `sysward doctor`");
+    }
     let secrets = crate::secrets::SecretStore::load(&layout).context("cannot load the secrets")?;
     for w in secrets.warnings() {
         eprintln!("sysward: warning: {w}");

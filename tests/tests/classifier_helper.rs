@@ -523,3 +523,26 @@ fn a_decision_beyond_the_policy_flags_is_a_denial_and_a_restart() {
     let ok = pool.decide(&default_engine(), shell("echo fine"), "", LIMIT);
     assert_eq!(ok.decision.verdict, Verdict::Allow, "{ok:?}");
 }
+
+/// A helper that cannot start (here a program that exits at once; on a
+/// host, a kernel or container that refuses Landlock) does not stop the
+/// broker: the pool starts empty and says why, and every decision is a
+/// denial that names the cause.
+#[test]
+fn a_helper_that_cannot_start_makes_every_decision_a_denial_naming_the_cause() {
+    if !require_root("a_helper_that_cannot_start_makes_every_decision_a_denial_naming_the_cause") {
+        return;
+    }
+    let pool = ClassifierPool::start(Path::new("/bin/false"), 1).unwrap();
+    let why = pool.start_error().unwrap_or_default().to_string();
+    assert!(why.contains("did not start"), "{why}");
+    assert!(pool.idle_pids().is_empty());
+    let d = pool.decide(&default_engine(), shell("echo hi"), "echo hi", LIMIT);
+    assert!(d.decision.verdict.is_deny(), "{d:?}");
+    assert_eq!(d.decision.source, "classifier unavailable");
+    assert!(
+        d.decision.reason.contains("cannot start") && d.decision.reason.contains("did not start"),
+        "{d:?}"
+    );
+    assert!(d.incident.is_none());
+}
