@@ -20,7 +20,7 @@ if ! cargo deb --version >/dev/null 2>&1; then
 fi
 
 echo "== release build" >&2
-cargo build --release --quiet --bins -p sysward -p sysward-agent -p sysward-exec -p sysward-gateway -p sysward-net -p sysward-eval
+cargo build --release --quiet --bins -p sysward -p sysward-agent -p sysward-exec -p sysward-gateway -p sysward-net -p sysward-classify -p sysward-eval
 rel="$target/release"
 
 echo "== man pages and completions" >&2

@@ -4,6 +4,12 @@ use crate::{action, audit, cgroup, project, session, spawn};
 use anyhow::{Context, Result};
 use std::sync::Arc;
 
+/// Classifier helpers started with the broker: one per core of the 2-core
+/// machines sysward is measured on, so that two sessions deciding at once
+/// find one ready each. A third starts its own (2-5 ms measured, spawn,
+/// confinement and hello) and keeps it for later (up to four idle).
+const WARM_CLASSIFIERS: usize = 2;
+
 /// Everything a broker needs before its first session.
 pub fn broker_context(layout: project::Layout) -> Result<session::BrokerContext> {
     broker_context_with_binaries(layout, &spawn::helper_dir()?)
@@ -21,6 +27,12 @@ pub fn broker_context_with_binaries(
     crate::approvals::Approvals::open(&layout)?;
     crate::stale_temps::prepare(&layout)?;
     let audit = audit::Audit::open(&layout.audit_log(), &layout.audit_head())?;
+    // Before the secrets are loaded: the classifier helpers never share an
+    // address space with them, not even for the moment between fork and exec.
+    let classifier = crate::classifier::start_pool(bin_dir, WARM_CLASSIFIERS)?;
+    if let Some(why) = classifier.start_error() {
+        eprintln!("sysward: warning: the command classifier does not start ({why}): every command is denied until it does; run `sysward doctor`");
+    }
     let secrets = crate::secrets::SecretStore::load(&layout).context("cannot load the secrets")?;
     for w in secrets.warnings() {
         eprintln!("sysward: warning: {w}");
@@ -36,7 +48,11 @@ pub fn broker_context_with_binaries(
     let exec_path = spawn::checked(bin_dir, "sysward-exec")?;
     let agent_path = spawn::checked(bin_dir, "sysward-agent")?;
     let gateway_path = spawn::checked(bin_dir, "sysward-gateway")?;
-    let pinned = crate::pinned::Pinned::open(&layout, &[&exec_path, &agent_path, &gateway_path])?;
+    let classifier_path = classifier.program().to_path_buf();
+    let pinned = crate::pinned::Pinned::open(
+        &layout,
+        &[&exec_path, &agent_path, &gateway_path, &classifier_path],
+    )?;
     let runner = action::Runner::new(
         exec_path,
         cgroup_dir.as_ref().map(|d| d.path().to_path_buf()),
@@ -49,6 +65,7 @@ pub fn broker_context_with_binaries(
         audit: Arc::new(audit),
         secrets: Arc::new(secrets),
         runner,
+        classifier: Arc::new(classifier),
         agent_path,
         gateway_path,
         pinned,

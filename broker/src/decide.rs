@@ -2,10 +2,12 @@
 //! broker's canonical plan of what will run, the engine's decision about it, and
 //! the executor spec built from the plan (never from the request).
 
+use crate::classifier::{Classified, ClassifierPool, EngineHandle};
 use crate::tools::{self, CommandPlan};
 use anyhow::Result;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use sysward_ipc::agent::ToolRequest;
 use sysward_ipc::exec::{
     AppendFileArgs, ChmodArgs, ChownArgs, CommandSpec, CopyFileArgs, DiffFilesArgs, EditFileArgs,
@@ -14,7 +16,7 @@ use sysward_ipc::exec::{
 };
 use sysward_ipc::profile::ConfinementProfile;
 use sysward_ipc::tools::Tool;
-use sysward_policy::{Category, Decision, Engine, HostFacts, PathFacts, Request, ToolPaths};
+use sysward_policy::{Category, HostFacts, OwnedRequest};
 
 /// What the broker will do for one request.
 #[derive(Debug, Clone)]
@@ -549,205 +551,75 @@ pub fn runs_in_dry_run(category: Category) -> bool {
     matches!(category, Category::ReadOnly | Category::Network)
 }
 
-/// Symlinks are judged by their real target; a path that does not exist yet is
-/// judged by its parent's real path.
-struct HostPaths;
-
-impl PathFacts for HostPaths {
-    fn real_path(&self, p: &Path) -> Option<PathBuf> {
-        if let Ok(real) = std::fs::canonicalize(p) {
-            return Some(real);
-        }
-        let parent = std::fs::canonicalize(p.parent()?).ok()?;
-        Some(parent.join(p.file_name()?))
-    }
-}
-
-/// Parses that may still be running after their deadline (a thread cannot be
-/// stopped): past this many, shell classification is refused outright.
-const MAX_STUCK_CLASSIFIERS: usize = 2;
-static STUCK_CLASSIFIERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// [`decide`] on its own thread with a deadline. brush-parser has inputs that
-/// make it run for seconds (cargo-fuzz keeps finding new ones) and a parse
-/// cannot be interrupted: a decision not ready in time is a denial, and the
-/// broker keeps serving.
-pub fn decide_bounded(
-    engine: &std::sync::Arc<Engine>,
-    plan: &Plan,
-    limit: std::time::Duration,
-) -> Decision {
-    use std::sync::atomic::Ordering;
-    let deny = |reason: String, source: &str| Decision {
-        verdict: sysward_policy::Verdict::Deny {
-            reason: reason.clone(),
-        },
-        category: Category::Unknown,
-        risk: sysward_policy::Risk::High,
-        reason,
-        normalized: crate::sanitize::one_line(&plan.display(), 2000),
-        source: source.to_string(),
-        profile: None,
-        parts: Vec::new(),
-    };
-    if STUCK_CLASSIFIERS.load(Ordering::SeqCst) >= MAX_STUCK_CLASSIFIERS {
-        return deny(
-            "the command classifier is still busy with earlier pathological requests; restart sysward to clear it".to_string(),
-            "classifier time limit",
-        );
-    }
-    let worker = match IDLE_CLASSIFIERS.lock().ok().and_then(|mut idle| idle.pop()) {
-        Some(w) => w,
-        None => match Classifier::start() {
-            Ok(w) => w,
-            Err(_) => {
-                return deny(
-                    "cannot start the command classifier".to_string(),
-                    "classifier unavailable",
-                )
-            }
-        },
-    };
-    if worker
-        .jobs
-        .send((std::sync::Arc::clone(engine), plan.clone()))
-        .is_err()
-    {
-        return deny(
-            "the command classifier stopped".to_string(),
-            "classifier unavailable",
-        );
-    }
-    match worker.answers.recv_timeout(limit) {
-        Ok(d) => {
-            if let Ok(mut idle) = IDLE_CLASSIFIERS.lock() {
-                if idle.len() < MAX_IDLE_CLASSIFIERS {
-                    idle.push(worker);
-                }
-            }
-            d
-        }
-        Err(_) => {
-            // Abandoned: the thread finds its answer channel closed when (if)
-            // the parse ends, uncounts itself and exits.
-            STUCK_CLASSIFIERS.fetch_add(1, Ordering::SeqCst);
-            // If it also allocates without bound, the broker stops before the
-            // host runs out of memory.
-            crate::watchdog::watch(&STUCK_CLASSIFIERS, crate::watchdog::BUDGET_BYTES);
-            drop(worker);
-            deny(
-                format!(
-                    "the command could not be classified within {} ms; simplify it",
-                    limit.as_millis()
-                ),
-                "classifier time limit",
-            )
-        }
-    }
-}
-
-type ClassifyJob = (std::sync::Arc<Engine>, Plan);
-
-/// A classifier thread kept between decisions (starting a thread per
-/// decision cost more than the decision).
-struct Classifier {
-    jobs: std::sync::mpsc::Sender<ClassifyJob>,
-    answers: std::sync::mpsc::Receiver<Decision>,
-}
-
-const MAX_IDLE_CLASSIFIERS: usize = 2;
-static IDLE_CLASSIFIERS: std::sync::Mutex<Vec<Classifier>> = std::sync::Mutex::new(Vec::new());
-
-impl Classifier {
-    fn start() -> std::io::Result<Classifier> {
-        use std::sync::atomic::Ordering;
-        let (jobs, job_rx) = std::sync::mpsc::channel::<ClassifyJob>();
-        let (answer_tx, answers) = std::sync::mpsc::channel();
-        std::thread::Builder::new()
-            .name("classify".to_string())
-            .stack_size(8 << 20)
-            .spawn(move || {
-                while let Ok((engine, plan)) = job_rx.recv() {
-                    if answer_tx.send(decide(&engine, &plan)).is_err() {
-                        // The deadline passed: this thread was counted as stuck.
-                        STUCK_CLASSIFIERS.fetch_sub(1, Ordering::SeqCst);
-                        return;
-                    }
-                }
-            })?;
-        Ok(Classifier { jobs, answers })
-    }
-}
-
-pub fn decide(engine: &Engine, plan: &Plan) -> Decision {
+/// The request the classifier decides for a plan.
+pub fn request_of(plan: &Plan) -> OwnedRequest {
     match plan {
         Plan::Command(c) => match &c.script {
-            Some(script) => engine.decide(
-                &Request::Shell {
-                    script,
-                    cwd: &c.cwd,
-                },
-                &HostPaths,
-            ),
-            None => engine.decide(
-                &Request::Exec {
-                    argv: &c.argv,
-                    env: &c.env,
-                    stdin: c.stdin.as_deref(),
-                    cwd: &c.cwd,
-                },
-                &HostPaths,
-            ),
+            Some(script) => OwnedRequest::Shell {
+                script: script.clone(),
+                cwd: c.cwd.clone(),
+            },
+            None => OwnedRequest::Exec {
+                argv: c.argv.clone(),
+                env: c.env.clone(),
+                stdin: c.stdin.clone(),
+                cwd: c.cwd.clone(),
+            },
         },
-        Plan::Builtin { tool, command } => {
-            let no_targets: [PathBuf; 0] = [];
-            engine.decide(
-                &Request::Tool {
-                    name: tool,
-                    paths: ToolPaths::new(&no_targets, &command.cwd),
-                },
-                &HostPaths,
-            )
-        }
+        Plan::Builtin { tool, command } => OwnedRequest::Tool {
+            name: tool.clone(),
+            targets: Vec::new(),
+            recursive: false,
+            cwd: command.cwd.clone(),
+        },
         Plan::Skill {
             tool,
             category,
             risk,
-            ..
-        } => engine.decide(
-            &Request::Skill {
-                name: tool,
-                category: *category,
-                risk: *risk,
-            },
-            &HostPaths,
-        ),
-        Plan::Net(n) => {
-            let no_targets: [PathBuf; 0] = [];
-            let mut d = engine.decide(
-                &Request::Tool {
-                    name: n.tool.name(),
-                    paths: ToolPaths::new(&no_targets, &n.cwd),
-                },
-                &HostPaths,
-            );
-            // What a person approving it sees, and what the repeat limit
-            // compares: the destination, not just the tool's name.
-            d.normalized = crate::sanitize::one_line(&n.display, 4096);
-            d
-        }
+            command,
+        } => OwnedRequest::Skill {
+            name: tool.clone(),
+            category: *category,
+            risk: *risk,
+            cwd: command.cwd.clone(),
+        },
+        Plan::Net(n) => OwnedRequest::Tool {
+            name: n.tool.name().to_string(),
+            targets: Vec::new(),
+            recursive: false,
+            cwd: n.cwd.clone(),
+        },
         Plan::File {
             tool,
             targets,
             recursive,
             cwd,
             ..
-        } => {
-            let mut paths = ToolPaths::new(targets, cwd);
-            paths.recursive = *recursive;
-            engine.decide(&Request::Tool { name: tool, paths }, &HostPaths)
-        }
+        } => OwnedRequest::Tool {
+            name: tool.clone(),
+            targets: targets.clone(),
+            recursive: *recursive,
+            cwd: cwd.clone(),
+        },
     }
+}
+
+/// The policy engine's decision about `plan`, made in a confined classifier
+/// helper within `limit` (a helper that overruns is killed, and the request
+/// denied).
+pub fn decide(
+    classifier: &ClassifierPool,
+    engine: &EngineHandle,
+    plan: &Plan,
+    limit: std::time::Duration,
+) -> Classified {
+    let mut classified = classifier.decide(engine, request_of(plan), &plan.display(), limit);
+    if let Plan::Net(n) = plan {
+        // What a person approving it sees, and what the repeat limit
+        // compares: the destination, not just the tool's name.
+        classified.decision.normalized = crate::sanitize::one_line(&n.display, 4096);
+    }
+    classified
 }
 
 /// What `sysward policy explain` decides about: a shell script when asked (or
@@ -776,7 +648,7 @@ pub fn engine_for_layout(
     agent_md_path: &Path,
     policy: &sysward_policy::PolicyBlock,
     secret_files: Vec<PathBuf>,
-) -> Result<Engine> {
+) -> Result<Arc<EngineHandle>> {
     let bin_dir = crate::spawn::helper_dir()?;
     let mut protected = vec![
         layout.init_conf(),
@@ -813,6 +685,7 @@ pub fn engine_for_layout(
         "sysward-exec",
         "sysward-gateway",
         "sysward-net",
+        crate::classifier::HELPER_NAME,
     ] {
         protected.push(bin_dir.join(bin));
     }
@@ -834,15 +707,13 @@ pub fn engine_for_layout(
         action_uid: 0,
         action_gid: 0,
     };
-    Ok(Engine::new(policy.clone(), facts))
+    Ok(EngineHandle::new(policy.clone(), facts))
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-    use std::time::Duration;
 
     fn command(argv: &[&str], script: Option<&str>, env: &[(&str, &str)]) -> tools::CommandPlan {
         tools::CommandPlan {
@@ -896,23 +767,5 @@ mod tests {
         let mut with_input = command(&["nft", "list", "ruleset"], None, &[]);
         with_input.stdin = Some("flush ruleset\n".into());
         assert_eq!(netfilter_listing(&with_input), None);
-    }
-
-    #[test]
-    fn a_decision_past_its_deadline_is_a_denial_and_the_next_one_works() {
-        let engine = Arc::new(Engine::new(
-            sysward_policy::PolicyBlock::default(),
-            HostFacts::packaged(0, 0),
-        ));
-        let plan = plan_for_explain(&["echo hello | wc -c".to_string()], true, Path::new("/"));
-        // A zero deadline cannot be met: the classifier thread has not even run.
-        let late = decide_bounded(&engine, &plan, Duration::ZERO);
-        assert!(late.verdict.is_deny(), "{late:?}");
-        assert_eq!(late.source, "classifier time limit");
-        assert!(late.profile.is_none());
-        // The late thread finishes and is no longer counted; a normal deadline works.
-        std::thread::sleep(Duration::from_millis(300));
-        let ok = decide_bounded(&engine, &plan, Duration::from_secs(5));
-        assert_eq!(ok.verdict.as_str(), "allow", "{ok:?}");
     }
 }

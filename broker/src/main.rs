@@ -526,6 +526,8 @@ fn real_main() -> Result<i32> {
         } => {
             let layout = layout_for(&root)?;
             let (path, policy, _) = project::Project::load_policy(&layout)?;
+            // The session's classifier, started before the secrets load.
+            let classifier = sysward_broker::classifier::start_pool(&spawn::helper_dir()?, 1)?;
             // Secret files are judged as the session judges them; a store
             // that does not load (not root) leaves them out, and says so.
             let secret_files = match sysward_broker::secrets::SecretStore::load(&layout) {
@@ -537,7 +539,8 @@ fn real_main() -> Result<i32> {
             };
             let engine = decide::engine_for_layout(&layout, &path, &policy, secret_files)?;
             let plan = decide::plan_for_explain(&command, shell, &layout.state_dir);
-            let decision = decide::decide(&engine, &plan);
+            let limit = sysward_broker::session::CLASSIFY_LIMIT;
+            let decision = decide::decide(&classifier, &engine, &plan, limit).decision;
             println!("{}", sysward_policy::explain(&decision));
             Ok(0)
         }

@@ -37,7 +37,7 @@ const STOPPING_ENDS_SESSION: &str = "the broker is stopping (SIGTERM: a stop, re
 /// How long a freshly started agent has to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// A classification not done in this time is a denial.
-const CLASSIFY_LIMIT: Duration = Duration::from_millis(1500);
+pub const CLASSIFY_LIMIT: Duration = Duration::from_millis(1500);
 /// Pending approvals one session may have open at once.
 pub const MAX_PENDING_APPROVALS: u32 = 3;
 /// What the agent writes to stderr is shown, sanitized, up to this much.
@@ -78,6 +78,9 @@ pub struct BrokerContext {
     /// executor spec, by whole-string substitution within each secret's scope).
     pub secrets: Arc<crate::secrets::SecretStore>,
     pub runner: Runner,
+    /// The confined helpers that classify commands (started before the
+    /// secrets were loaded).
+    pub classifier: Arc<crate::classifier::ClassifierPool>,
     pub agent_path: PathBuf,
     pub gateway_path: PathBuf,
     pub hostname: String,
@@ -353,7 +356,7 @@ struct Session<'a> {
     /// What agent.md's inode, size and change time were when its policy was
     /// last read: a change is read before the next turn.
     policy_stamp: Option<(u64, u64, i64, i64)>,
-    engine: Arc<sysward_policy::Engine>,
+    engine: Arc<crate::classifier::EngineHandle>,
     /// The operator's skill packs, as loaded when the session started.
     skills: crate::skills::Skills,
     /// The tasks' pre-approvals; `engine` is the running task's.
@@ -434,7 +437,7 @@ impl<'a> Session<'a> {
             .context("cannot load the skill packs")?;
         let agent_account = spawn::account(&project.conf.agent_user)?;
         let model_account = spawn::account(&project.conf.model_user)?;
-        let engine = Arc::new(session_engine(ctx, &project)?);
+        let engine = session_engine(ctx, &project)?;
         let mut secrets = SessionSecrets::new(Arc::clone(&ctx.secrets));
         if !project.conf.api_key.is_empty() {
             secrets.add_redaction("API_KEY", &project.conf.api_key, &project.conf.masked_key());
@@ -820,7 +823,7 @@ impl<'a> Session<'a> {
                         path.display()
                     )));
                     self.project.policy = policy;
-                    self.engine = self.pre_approvals.rebase(Arc::new(engine));
+                    self.engine = self.pre_approvals.rebase(engine);
                 }
                 Ok(())
             }
@@ -963,8 +966,34 @@ impl<'a> Session<'a> {
         let planned = planned.and_then(|plan| plan.check_secrets(&self.secrets).map(|()| plan));
         let (plan, decision) = match planned {
             Ok(mut plan) => {
-                let mut decision =
-                    crate::decide::decide_bounded(&self.engine, &plan, CLASSIFY_LIMIT);
+                let classified = crate::decide::decide(
+                    &self.ctx.classifier,
+                    &self.engine,
+                    &plan,
+                    CLASSIFY_LIMIT,
+                );
+                if let Some(incident) = &classified.incident {
+                    let _ = self.audit(json!({
+                        "event": "classifier_killed", "session": self.id, "pid": incident.pid,
+                        "what": incident.what, "restarted": incident.restarted,
+                        "request": sanitize::one_line(&plan.display(), 2000),
+                    }));
+                    log_line(
+                        self.ctx,
+                        &format!(
+                            "session {}: the command classifier (pid {}) {}; {}",
+                            self.id,
+                            incident.pid,
+                            incident.what,
+                            if incident.restarted {
+                                "a fresh one is ready"
+                            } else {
+                                "none could be started again"
+                            }
+                        ),
+                    );
+                }
+                let mut decision = classified.decision;
                 if let crate::decide::Plan::File { op, .. } = &mut plan {
                     crate::netfilter_check::grant_check_capability(op, &mut decision);
                 }
@@ -1794,7 +1823,10 @@ pub fn default_cwd(layout: &Layout) -> &Path {
 }
 
 /// The policy engine for one session, with this host's facts.
-fn session_engine(ctx: &BrokerContext, project: &Project) -> Result<sysward_policy::Engine> {
+fn session_engine(
+    ctx: &BrokerContext,
+    project: &Project,
+) -> Result<Arc<crate::classifier::EngineHandle>> {
     crate::decide::engine_for_layout(
         &ctx.layout,
         &project.agent_md_path,

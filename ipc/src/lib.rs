@@ -11,11 +11,13 @@
 //! - agent ↔ broker: [`agent::AgentRequest`] / [`agent::AgentAnswer`]
 //! - operator ↔ broker: [`operator::OperatorRequest`] / [`operator::OperatorAnswer`]
 //! - broker ↔ model gateway: [`gateway::GatewayRequest`] / [`gateway::GatewayAnswer`]
+//! - broker ↔ command classifier: [`classify::ClassifyRequest`] / [`classify::ClassifyAnswer`]
 //! - broker → executor: [`exec::ExecSpec`], answered by [`exec::ExecReport`]
 //! - broker → network executor: [`net::NetSpec`], answered by [`net::NetReport`]
 
 pub mod agent;
 pub mod channel;
+pub mod classify;
 pub mod codec;
 pub mod exec;
 pub mod gateway;

@@ -2,6 +2,7 @@
 //! `APPROVAL_MODE` (seed `002`) and operator command rules.
 
 use crate::error::PolicyError;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -9,7 +10,7 @@ use std::fmt::Write as _;
 pub const MAX_AGENT_MD: usize = 1 << 20;
 
 /// `EXECUTION_MODE`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ExecutionMode {
     /// Default: read-only, and writes only inside the project.
     Guarded,
@@ -30,7 +31,7 @@ impl ExecutionMode {
 }
 
 /// `APPROVAL_MODE` (seed `002`): which risk levels need a person's approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ApprovalMode {
     /// Default: medium and high ask.
     Strict,
@@ -48,7 +49,7 @@ impl ApprovalMode {
 }
 
 /// What an operator rule pins a command prefix to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum RuleAction {
     /// No approval prompt (never lifts a flag, a path rule or a hard deny).
     Allow,
@@ -79,7 +80,7 @@ impl RuleAction {
 /// `COMMAND_ALLOW=` / `COMMAND_ASK=` / `COMMAND_DENY=`: a command prefix, as
 /// words, matched against each simple command after unwrapping (program name
 /// without its directory, then its arguments).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OperatorRule {
     pub action: RuleAction,
     pub prefix: Vec<String>,
@@ -120,7 +121,7 @@ impl OperatorRule {
 /// `WRITE_ALLOW=` / `WRITE_ASK=` / `WRITE_DENY=`: the file tools' counterpart
 /// of the command rules, a path glob (`*` and `?` within one path component,
 /// `**` across them) that every path a file tool changes must match.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct WriteRule {
     pub action: RuleAction,
     pub glob: String,
@@ -160,7 +161,7 @@ impl WriteRule {
 }
 
 /// The effective policy block.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PolicyBlock {
     pub execution_mode: ExecutionMode,
     pub allow_network: bool,

@@ -9,11 +9,12 @@ use crate::request::Request;
 use crate::shell::{limits, Analyzer, Arg, Cmd, Item, Stdin};
 use crate::tools;
 use crate::types::{Category, Risk, Verdict};
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use sysward_ipc::profile::ConfinementProfile;
 
 /// What the broker does with one request, and everything it shows about it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
     pub verdict: Verdict,
     /// The headline category (of the command that decided).
@@ -33,11 +34,19 @@ pub struct Decision {
 }
 
 /// One simple command of a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Part {
     pub text: String,
     pub category: Category,
     pub risk: Risk,
+}
+
+/// Everything an [`Engine`] is built from: what the broker sends the
+/// classifier helper so that it decides with exactly the broker's engine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineSetup {
+    pub block: PolicyBlock,
+    pub facts: HostFacts,
 }
 
 /// The policy engine for one loaded policy on one host.
@@ -56,6 +65,10 @@ impl Engine {
     pub fn new(block: PolicyBlock, facts: HostFacts) -> Engine {
         let sets = PathSets::new(&facts);
         Engine { block, facts, sets }
+    }
+
+    pub fn from_setup(setup: EngineSetup) -> Engine {
+        Engine::new(setup.block, setup.facts)
     }
 
     pub fn block(&self) -> &PolicyBlock {

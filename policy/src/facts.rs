@@ -1,9 +1,10 @@
 //! What the broker tells the pure engine about the host.
 
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Fixed facts about this installation, handed to [`crate::Engine::new`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostFacts {
     /// PROJECT_ROOT (`/etc/sysward` on a packaged host, `--root DIR` otherwise).
     pub project_root: PathBuf,

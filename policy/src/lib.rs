@@ -30,10 +30,10 @@ pub use block::{
     parse_agent_md, parse_bool, parse_size, ApprovalMode, ExecutionMode, OperatorRule,
     ParsedPolicy, PolicyBlock, RuleAction, WriteRule, ALLOW_FLAGS, MAX_AGENT_MD,
 };
-pub use engine::{explain, Decision, Engine, Part};
+pub use engine::{explain, Decision, Engine, EngineSetup, Part};
 pub use error::PolicyError;
 pub use facts::{HostFacts, LexicalPaths, PathFacts};
-pub use request::{Request, ToolPaths};
+pub use request::{OwnedRequest, Request, ToolPaths};
 pub use shell::limits::{MAX_OPENERS, MAX_SCRIPT_BYTES};
 pub use tools::{catalog, tool_names, Access, ToolSpec};
 pub use types::{Category, Risk, Verdict};

@@ -1,5 +1,6 @@
 //! What the agent asks for.
 
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// One request from the agent, as the broker decoded it.
@@ -49,6 +50,79 @@ impl<'a> ToolPaths<'a> {
             targets,
             recursive: false,
             cwd,
+        }
+    }
+}
+
+/// A [`Request`] that owns its data, as it travels from the broker to the
+/// classifier helper process (`sysward-classify`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OwnedRequest {
+    Exec {
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+        stdin: Option<String>,
+        cwd: PathBuf,
+    },
+    Shell {
+        script: String,
+        cwd: PathBuf,
+    },
+    Tool {
+        name: String,
+        targets: Vec<PathBuf>,
+        recursive: bool,
+        cwd: PathBuf,
+    },
+    Skill {
+        name: String,
+        category: crate::types::Category,
+        risk: crate::types::Risk,
+        /// Not judged (a pack's effect is its manifest's); kept so that
+        /// every request names where it runs.
+        cwd: PathBuf,
+    },
+}
+
+impl OwnedRequest {
+    /// The borrowed request the engine decides.
+    pub fn as_request(&self) -> Request<'_> {
+        match self {
+            OwnedRequest::Exec {
+                argv,
+                env,
+                stdin,
+                cwd,
+            } => Request::Exec {
+                argv,
+                env,
+                stdin: stdin.as_deref(),
+                cwd,
+            },
+            OwnedRequest::Shell { script, cwd } => Request::Shell { script, cwd },
+            OwnedRequest::Tool {
+                name,
+                targets,
+                recursive,
+                cwd,
+            } => Request::Tool {
+                name,
+                paths: ToolPaths {
+                    targets,
+                    recursive: *recursive,
+                    cwd,
+                },
+            },
+            OwnedRequest::Skill {
+                name,
+                category,
+                risk,
+                ..
+            } => Request::Skill {
+                name,
+                category: *category,
+                risk: *risk,
+            },
         }
     }
 }

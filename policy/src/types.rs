@@ -1,9 +1,10 @@
 //! The vocabulary of a decision: category, risk, verdict.
 
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// The seed's eleven command categories.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Category {
     ReadOnly,
     Network,
@@ -83,7 +84,7 @@ impl fmt::Display for Category {
 
 /// Seed `002`'s five risk levels. `Critical` is denied in every mode and never
 /// offered for approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Risk {
     Safe,
     Low,
@@ -123,7 +124,7 @@ impl fmt::Display for Risk {
 }
 
 /// What the broker does with a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Verdict {
     /// Run it under the decision's profile.
     Allow,

@@ -227,3 +227,36 @@ pub fn set_capabilities(keep: &CapsHashSet, ambient: bool) -> Result<(), Sandbox
     }
     Ok(())
 }
+
+/// Refuses a process that holds any capability (permitted, effective or
+/// ambient): what an unprivileged process confining itself checks, since it
+/// cannot change its bounding set.
+pub fn require_no_capabilities() -> Result<(), SandboxError> {
+    let status = std::fs::read_to_string("/proc/thread-self/status")
+        .map_err(|e| SandboxError::io("capabilities: read status", e))?;
+    let mut seen = 0;
+    for line in status.lines() {
+        for key in ["CapPrm:", "CapEff:", "CapAmb:"] {
+            if let Some(v) = line.strip_prefix(key) {
+                seen += 1;
+                let now = u64::from_str_radix(v.trim(), 16)
+                    .map_err(|e| SandboxError::step("capabilities", format!("{key} {e}")))?;
+                if now != 0 {
+                    return Err(SandboxError::step(
+                        "capabilities",
+                        format!(
+                            "{key} is {now:#x}: a process that is not root must hold no capability"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    if seen != 3 {
+        return Err(SandboxError::step(
+            "capabilities",
+            "cannot read the capability sets".into(),
+        ));
+    }
+    Ok(())
+}

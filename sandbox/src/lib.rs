@@ -3,7 +3,8 @@
 //! seccomp. Every function either applies its layer in full or returns an error;
 //! nothing is applied "best effort".
 //!
-//! `confine_agent` and `confine_gateway` are complete recipes. The modules are
+//! `confine_agent`, `confine_gateway` and `confine_classifier` are complete
+//! recipes. The modules are
 //! the building blocks `sysward-exec` composes per profile.
 
 use std::os::fd::RawFd;
@@ -158,6 +159,65 @@ pub fn confine_gateway(c: &GatewayConfinement) -> Result<(), SandboxError> {
     let ruleset = rules.build()?;
     let filters = seccomp::gateway_programs(sys::getpid())?;
     drop_everything(c.uid, c.gid)?;
+    process::set_no_new_privs()?;
+    landlock::enforce(ruleset)?;
+    seccomp::install(&filters)?;
+    Ok(())
+}
+
+/// How the command classifier confines itself, first thing after exec (as
+/// root).
+#[derive(Debug, Clone)]
+pub struct ClassifierConfinement {
+    /// RLIMIT_AS: an analysis that allocates without bound fails its
+    /// allocation (and the helper aborts) instead of growing.
+    pub address_space_bytes: u64,
+    /// RLIMIT_CPU, soft and hard: the kernel kills the helper past it.
+    pub cpu_seconds: u64,
+    /// File descriptors to keep open (the broker channel); all others are closed.
+    pub keep_fds: Vec<RawFd>,
+}
+
+/// Confines the calling (single-threaded) process as the command classifier.
+/// Started by root, it stays uid 0 (paths are resolved as the root broker resolves them) but
+/// keeps one capability, CAP_DAC_READ_SEARCH (to traverse directories such
+/// as a 0700 home as root does), in every set including bounding; no
+/// supplementary groups; non-dumpable; no_new_privs; address-space, CPU-time,
+/// core and file-descriptor limits; Landlock fully enforced with every file
+/// access handled and none granted (resolving a path needs no Landlock right;
+/// reading, writing, executing and listing are all denied), no TCP, signal
+/// and abstract-unix scopes; then an allow-list seccomp filter (threads, no
+/// sockets, no exec, no new processes, no ptrace, no mount, no namespaces).
+/// Must run before any thread starts.
+pub fn confine_classifier(c: &ClassifierConfinement) -> Result<(), SandboxError> {
+    process::ensure_single_threaded()?;
+    process::close_fds_except(&c.keep_fds)?;
+    sys::setrlimit(libc::RLIMIT_CORE, 0).map_err(|e| SandboxError::io("rlimit core", e))?;
+    sys::setrlimit(libc::RLIMIT_NOFILE, 64).map_err(|e| SandboxError::io("rlimit nofile", e))?;
+    sys::setrlimit(libc::RLIMIT_CPU, c.cpu_seconds)
+        .map_err(|e| SandboxError::io("rlimit cpu", e))?;
+    sys::setrlimit(libc::RLIMIT_AS, c.address_space_bytes)
+        .map_err(|e| SandboxError::io("rlimit address space", e))?;
+    let ruleset = landlock::LandlockRules {
+        restrict_tcp: true,
+        scope_signals: true,
+        scope_abstract_unix: true,
+        ..Default::default()
+    }
+    .build()?;
+    let filters = seccomp::classifier_programs(sys::getpid())?;
+    if sys::getresuid().map_err(|e| SandboxError::io("getresuid", e))? == (0, 0, 0) {
+        let mut keep = caps::CapsHashSet::new();
+        keep.insert(caps::Capability::CAP_DAC_READ_SEARCH);
+        creds::restrict_bounding(&keep)?;
+        creds::switch_user(0, 0, &[])?;
+        creds::set_capabilities(&keep, false)?;
+    } else {
+        // Started by an operator who is not root (`sysward policy explain`):
+        // it resolves paths as that user, and must hold no capability.
+        creds::require_no_capabilities()?;
+    }
+    process::set_non_dumpable()?;
     process::set_no_new_privs()?;
     landlock::enforce(ruleset)?;
     seccomp::install(&filters)?;

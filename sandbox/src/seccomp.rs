@@ -282,6 +282,46 @@ pub fn gateway_programs(pid: i32) -> Result<Vec<BpfProgram>, SandboxError> {
     Ok(vec![allow])
 }
 
+/// The command classifier: the agent's list plus threads (the policy engine
+/// parses a deeply nested script on a thread with a stack sized for it):
+/// clone with CLONE_THREAD and no namespace flag (clone3 answers ENOSYS so
+/// glibc falls back to clone, whose flags we can inspect) and thread names.
+/// No socket, no exec, no signal to anyone else, no ptrace.
+pub fn classifier_programs(pid: i32) -> Result<Vec<BpfProgram>, SandboxError> {
+    let mut rules = Rules::new();
+    base_allow_list(&mut rules, pid)?;
+    always(
+        &mut rules,
+        &[
+            // Thread bookkeeping (glibc pthread_create and thread exit).
+            libc::SYS_set_robust_list,
+            libc::SYS_rseq,
+        ],
+    );
+    rules.insert(
+        libc::SYS_clone,
+        vec![rule(vec![arg64(
+            0,
+            SeccompCmpOp::MaskedEq(libc::CLONE_THREAD as u64 | CLONE_NAMESPACES),
+            libc::CLONE_THREAD as u64,
+        )?])?],
+    );
+    let mut prctl = prctl_dumpable_rules()?;
+    prctl.push(rule(vec![arg32(
+        0,
+        SeccompCmpOp::Eq,
+        libc::PR_SET_NAME as u64,
+    )?])?);
+    rules.insert(libc::SYS_prctl, prctl);
+    let mut allow = compile(
+        rules,
+        SeccompAction::Errno(libc::EPERM as u32),
+        SeccompAction::Allow,
+    )?;
+    prepend_clone3_enosys(&mut allow);
+    Ok(vec![allow])
+}
+
 /// What the executor's deny-list needs to know about the action.
 #[derive(Debug, Clone, Copy)]
 pub struct DenyListOptions {

@@ -86,6 +86,7 @@ pub fn bin_dir() -> PathBuf {
         "sysward-agent",
         "sysward-exec",
         "sysward-gateway",
+        "sysward-classify",
     ] {
         assert!(
             dir.join(b).exists(),
