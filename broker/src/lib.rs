@@ -1,5 +1,7 @@
-//! The sysward broker as a library: the binary `sysward` is a thin CLI over
-//! it, and the end-to-end tests compose sessions from it.
+//! The sysward broker as a library: the root binary `sysward-broker` is a
+//! thin entry over it, the `sysward` console (crate `console/`) reads the
+//! root-only files through it, and the end-to-end tests compose sessions
+//! from it. No terminal code lives here.
 
 pub mod action;
 pub mod approval_view;
@@ -9,24 +11,21 @@ pub mod audit_mirror;
 pub mod cancel;
 pub mod capture;
 pub mod cgroup;
-pub mod client;
 pub mod config;
 pub mod context;
 pub mod control;
 pub mod decide;
-pub mod doctor;
 pub mod gateway_link;
 pub mod init;
-pub mod manpages;
 pub mod mountns;
 pub mod oneshot;
 pub mod operator;
+pub mod operator_channel;
 pub mod pinned;
 pub mod pre_approvals;
 pub mod project;
 pub mod record;
 pub mod redact;
-pub mod render;
 pub mod retry;
 pub mod sanitize;
 pub mod seal;
@@ -36,8 +35,7 @@ pub mod session;
 pub mod signals;
 pub mod spawn;
 pub mod stale_temps;
-pub mod status;
+pub mod standalone;
 pub mod tasks;
-pub mod terminal;
 pub mod tools;
 pub mod watchdog;

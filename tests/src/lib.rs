@@ -83,6 +83,7 @@ pub fn bin_dir() -> PathBuf {
     }
     for b in [
         "sysward",
+        "sysward-broker",
         "sysward-agent",
         "sysward-exec",
         "sysward-gateway",
@@ -258,6 +259,27 @@ pub fn children_named(parent: u32, name: &str) -> Vec<u32> {
         }
     }
     found
+}
+
+/// The root broker (`sysward-broker --standalone`) that a `sysward run|cli
+/// --root` console (pid `console`) started: the process that holds the
+/// session, its agent, gateway and actions.
+pub fn standalone_broker(console: u32) -> u32 {
+    wait_for(Duration::from_secs(15), "the standalone broker", || {
+        children_named(console, "sysward-broker").pop()
+    })
+}
+
+/// Kills the root broker of a `sysward run|cli --root` console with SIGKILL
+/// (no chance to clean up), then the console.
+pub fn kill9_standalone(console: &mut std::process::Child) {
+    let broker = standalone_broker(console.id());
+    // SAFETY: kill(2) with a pid this test started (through the console).
+    unsafe {
+        libc::kill(broker as i32, libc::SIGKILL);
+    }
+    let _ = console.kill();
+    let _ = console.wait();
 }
 
 /// A `/proc/<pid>/status` field.
