@@ -249,3 +249,46 @@ fn main() {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Mode> {
+        parse_args(args.iter().map(std::ffi::OsString::from))
+    }
+
+    #[test]
+    fn the_daemon_is_the_default_and_takes_root_and_socket() {
+        let Mode::Daemon { root, socket } = parse(&[]).unwrap() else {
+            panic!("not the daemon");
+        };
+        assert_eq!((root, socket), (None, PathBuf::from(control::SOCKET_PATH)));
+        let Mode::Daemon { root, socket } =
+            parse(&["--root", "/srv/p", "--socket", "/run/x/c.sock"]).unwrap()
+        else {
+            panic!("not the daemon");
+        };
+        assert_eq!(root, Some(PathBuf::from("/srv/p")));
+        assert_eq!(socket, PathBuf::from("/run/x/c.sock"));
+    }
+
+    #[test]
+    fn standalone_takes_a_directory_and_nothing_else() {
+        let Mode::Standalone { root } = parse(&["--standalone", "/srv/p"]).unwrap() else {
+            panic!("not standalone");
+        };
+        assert_eq!(root, PathBuf::from("/srv/p"));
+        for bad in [
+            &["--standalone", "/srv/p", "--socket", "/tmp/s"][..],
+            &["--standalone", "/srv/p", "--root", "/srv/q"],
+            &["--standalone"],
+            &["--root"],
+            &["run"],
+            &["--standalone=/srv/p"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+}
