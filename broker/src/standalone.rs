@@ -28,8 +28,6 @@ pub struct ConsoleChannel {
 /// other end. Must run before this process opens any descriptor of its own,
 /// which could otherwise land on a free fd 3.
 pub fn take_console_channel() -> Result<ConsoleChannel> {
-    let actions_cgroup = crate::cgroup::actions_root();
-    let actions_cgroup = actions_cgroup.as_deref();
     // SAFETY: F_GETFD only inspects the descriptor number.
     if unsafe { libc::fcntl(CONSOLE_FD, libc::F_GETFD) } < 0 {
         bail!("no operator channel on fd {CONSOLE_FD}: `sysward-broker --standalone` is started by the `sysward` console (`sysward run|cli --root DIR`), not by hand");
@@ -63,8 +61,8 @@ pub fn take_console_channel() -> Result<ConsoleChannel> {
             cred.uid()
         );
     }
-    if let Some(root) = actions_cgroup {
-        if crate::control::in_actions_cgroup(cred.pid(), root) {
+    if let Some(root) = crate::cgroup::actions_root() {
+        if crate::control::in_actions_cgroup(cred.pid(), &root) {
             bail!("the console that started this broker runs inside a sysward action's cgroup: refused");
         }
     }

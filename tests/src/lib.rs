@@ -271,15 +271,27 @@ pub fn standalone_broker(console: u32) -> u32 {
 }
 
 /// Kills the root broker of a `sysward run|cli --root` console with SIGKILL
-/// (no chance to clean up), then the console.
+/// (no chance to clean up), then waits for the console, which sees its
+/// channel close, reaps the broker and exits. Returns once the broker's pid
+/// is gone from /proc: the next broker judges a dead one by it (a zombie
+/// still shows its start time, and would count as running).
 pub fn kill9_standalone(console: &mut std::process::Child) {
     let broker = standalone_broker(console.id());
     // SAFETY: kill(2) with a pid this test started (through the console).
     unsafe {
         libc::kill(broker as i32, libc::SIGKILL);
     }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && matches!(console.try_wait(), Ok(None)) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let _ = console.kill();
     let _ = console.wait();
+    wait_for(
+        Duration::from_secs(10),
+        "the killed broker to be reaped",
+        || (!Path::new(&format!("/proc/{broker}")).exists()).then_some(()),
+    );
 }
 
 /// A `/proc/<pid>/status` field.
