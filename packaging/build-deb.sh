@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the Debian package: release binaries, man pages and shell
-# completions generated from the CLI definition (`sysward generate`), then
-# cargo-deb. Prints the path of the .deb on the last line.
+# Builds the Debian package: release binaries (the `sysward` console from
+# console/, the root `sysward-broker` and the helpers), man pages and shell
+# completions generated from the console's CLI definition (`sysward
+# generate`), then cargo-deb (the package metadata lives in broker/Cargo.toml). Prints the path of the .deb on the last line.
 #   bash packaging/build-deb.sh            (installs cargo-deb if missing)
 # Honours CARGO_TARGET_DIR.
 set -euo pipefail
@@ -20,7 +21,7 @@ if ! cargo deb --version >/dev/null 2>&1; then
 fi
 
 echo "== release build" >&2
-cargo build --release --quiet --bins -p sysward -p sysward-agent -p sysward-exec -p sysward-gateway -p sysward-net -p sysward-classify -p sysward-eval
+cargo build --release --quiet --bins -p sysward -p sysward-console -p sysward-agent -p sysward-exec -p sysward-gateway -p sysward-net -p sysward-classify -p sysward-eval
 rel="$target/release"
 
 echo "== man pages and completions" >&2

@@ -45,7 +45,7 @@ if [ "$uninstall" = 1 ]; then
   if systemd_running; then
     systemctl disable --now sysward-run.timer sysward.service >/dev/null 2>&1 || true
   fi
-  for b in sysward sysward-agent sysward-exec sysward-gateway sysward-classify; do rm -f "$prefix/bin/$b"; done
+  for b in sysward sysward-broker sysward-agent sysward-exec sysward-gateway sysward-net sysward-classify; do rm -f "$prefix/bin/$b"; done
   for u in $units; do rm -f "$unit_dir/$u"; done
   rm -f /usr/lib/sysusers.d/sysward.conf /usr/lib/tmpfiles.d/sysward.conf
   rm -f "$man_dir"/sysward*.8 "$man_dir"/sysward*.8.gz
@@ -68,20 +68,21 @@ if [ "$uninstall" = 1 ]; then
   exit 0
 fi
 
-for b in sysward sysward-agent sysward-exec sysward-gateway sysward-classify; do
+for b in sysward sysward-broker sysward-agent sysward-exec sysward-gateway sysward-net sysward-classify; do
   [ -x "$bin_dir/$b" ] || { echo "install.sh: $bin_dir/$b is missing: build with cargo build --release --workspace --bins, or pass --bin-dir" >&2; exit 1; }
 done
 
 echo "binaries → $prefix/bin"
 install -d -m 0755 "$prefix/bin"
-for b in sysward sysward-agent sysward-exec sysward-gateway sysward-classify; do
+for b in sysward sysward-broker sysward-agent sysward-exec sysward-gateway sysward-net sysward-classify; do
   install -o root -g root -m 0755 "$bin_dir/$b" "$prefix/bin/$b"
 done
 
 echo "units → $unit_dir"
 install -d -m 0755 "$unit_dir" /usr/lib/sysusers.d /usr/lib/tmpfiles.d "$lib_dir"
 for u in $units; do
-  sed "s#/usr/bin/sysward#$prefix/bin/sysward#" "$here/systemd/$u" > "$unit_dir/$u"
+  sed -e "s#/usr/libexec/sysward/sysward-broker#$prefix/bin/sysward-broker#" \
+      -e "s#/usr/bin/sysward#$prefix/bin/sysward#" "$here/systemd/$u" > "$unit_dir/$u"
   chmod 0644 "$unit_dir/$u"
 done
 install -m 0644 "$here/sysusers.conf" /usr/lib/sysusers.d/sysward.conf

@@ -83,7 +83,7 @@ pub struct ApprovalRequest {
     pub host: String,
     pub task: Option<String>,
     /// Every simple command with its category and risk (see
-    /// [`crate::approval_view`]).
+    /// [`crate::approval_view::prompt_parts`]).
     #[serde(default)]
     pub parts: Vec<sysward_ipc::operator::PromptPart>,
     #[serde(default)]
@@ -142,69 +142,6 @@ impl Approval {
             Status::Pending | Status::Approved if now >= self.expires => Status::Expired,
             s => s,
         }
-    }
-
-    /// The prompt's details, readable (sanitized).
-    /// The approval for a person: a long command by head and tail unless
-    /// `full`, and every simple command with its category and risk.
-    pub fn render(&self, now: i64, full: bool) -> String {
-        let l = |t: &str| crate::sanitize::one_line(t, 2000);
-        let r = &self.request;
-        let status = self.status_at(now);
-        let when = match status {
-            Status::Pending | Status::Approved => {
-                format!("expires in {}", human_duration(self.expires - now))
-            }
-            _ => format!("expired {}", rfc3339(self.expires)),
-        };
-        let mut out = format!(
-            "{}  {}  {}  (session {}, created {}{})\n  mode:     {}   host: {}\n  category: {}   risk: {}\n{}  cwd:      {}\n  runs as:  {}\n  reason:   {}\n",
-            self.id,
-            status.as_str(),
-            when,
-            l(&r.session),
-            rfc3339(self.created),
-            r.task.as_deref().map(|t| format!(", task {}", l(t))).unwrap_or_default(),
-            l(&r.mode),
-            l(&r.host),
-            l(&r.category),
-            l(&r.risk),
-            crate::approval_view::command_rows(
-                &r.command,
-                &r.parts,
-                r.parts_total,
-                full,
-                ": `sysward approvals --full` shows it all",
-            )
-            .into_iter()
-            .map(|(name, value)| format!(
-                "  {:<9} {value}\n",
-                if name.is_empty() { String::new() } else { format!("{name}:") }
-            ))
-            .collect::<String>(),
-            l(&r.cwd),
-            l(&r.profile),
-            l(&r.reason),
-        );
-        if let (Some(by), Some(at)) = (&self.decided_by, self.decided_at) {
-            out.push_str(&format!(
-                "  decided:  {} by {} at {}\n",
-                self.status.as_str(),
-                l(by),
-                rfc3339(at)
-            ));
-        }
-        if let Some(n) = &self.note {
-            out.push_str(&format!("  note:     {}\n", l(n)));
-        }
-        if let Some(at) = self.used_at {
-            out.push_str(&format!(
-                "  used:     at {} by session {}\n",
-                rfc3339(at),
-                l(self.used_by_session.as_deref().unwrap_or("?"))
-            ));
-        }
-        out
     }
 
     /// What the model is told when the request waits for a person: the task
@@ -284,7 +221,7 @@ pub fn now_unix() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()
 }
 
-fn rfc3339(t: i64) -> String {
+pub fn rfc3339(t: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(t)
         .ok()
         .and_then(|d| {
@@ -294,7 +231,7 @@ fn rfc3339(t: i64) -> String {
         .unwrap_or_else(|| t.to_string())
 }
 
-fn human_duration(secs: i64) -> String {
+pub fn human_duration(secs: i64) -> String {
     let s = secs.max(0);
     if s >= 3600 {
         format!("{}h {:02}m", s / 3600, (s % 3600) / 60)
@@ -747,40 +684,6 @@ pub fn check_decider() -> Result<String, String> {
 }
 
 // ---- CLI handlers ------------------------------------------------------------------
-
-/// `sysward approvals [--json]`: every stored approval with the prompt's
-/// details. Exit 0.
-pub fn cmd_list(layout: &Layout, json: bool, full: bool) -> Result<i32> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(&list_json(layout)?)?);
-        return Ok(0);
-    }
-    let dir = layout.approvals_dir();
-    if fs::symlink_metadata(&dir).is_err() {
-        println!("no approvals");
-        return Ok(0);
-    }
-    let store = Approvals::open_dir(&dir)?;
-    let (list, problems) = store.list_with_problems()?;
-    let now = now_unix();
-    if list.is_empty() {
-        println!("no approvals");
-    }
-    for a in &list {
-        println!("{}", a.render(now, full));
-    }
-    let waiting = list
-        .iter()
-        .filter(|a| a.status_at(now) == Status::Pending)
-        .count();
-    if waiting > 0 {
-        println!("{waiting} waiting: `sysward approve ID` or `sysward deny ID [--note TEXT]`");
-    }
-    for p in problems {
-        eprintln!("warning: {}", crate::sanitize::one_line(&p, 500));
-    }
-    Ok(0)
-}
 
 /// What `sysward approvals --json` prints: `{"approvals": [...], "problems":
 /// [...]}`, each approval with its status as of now.

@@ -804,67 +804,6 @@ pub fn acknowledge_break(layout: &crate::project::Layout, brk: &ChainBreak) -> R
     Ok(())
 }
 
-/// One record as a readable timeline line.
-pub fn render_record(v: &Value) -> String {
-    let e = &v["event"];
-    let time = v["time"].as_str().unwrap_or("?");
-    let kind = e["event"].as_str().unwrap_or("?");
-    let s = |k: &str| {
-        e[k].as_str()
-            .map(|x| crate::sanitize::one_line(x, 200))
-            .unwrap_or_default()
-    };
-    let detail = match kind {
-        "tool" => format!(
-            "{} `{}` — {} {} ({}, by {}) status {} exit {} {} ms",
-            s("tool"),
-            s("request"),
-            s("category"),
-            s("risk"),
-            s("decision"),
-            if e["approved_by"].is_string() {
-                s("approved_by")
-            } else {
-                s("source")
-            },
-            s("status"),
-            e["exit_code"],
-            e["duration_ms"]
-        ),
-        "action_start" => format!(
-            "{} `{}` — {} {} ({}, by {}) starting; profile {}",
-            s("tool"),
-            s("request"),
-            s("category"),
-            s("risk"),
-            s("decision"),
-            s("approved_by"),
-            s("profile")
-        ),
-        "session_start" => format!(
-            "session {} by {} ({})",
-            s("session"),
-            s("operator"),
-            s("mode")
-        ),
-        "session_end" => format!(
-            "session {} ended, exit {}, {} actions, {} denials",
-            s("session"),
-            e["exit_code"],
-            e["actions"],
-            e["denials"]
-        ),
-        "task_end" => format!(
-            "task {} {} after {} steps",
-            s("task"),
-            s("status"),
-            e["steps"]
-        ),
-        _ => crate::sanitize::one_line(&e.to_string(), 300),
-    };
-    format!("{} #{} {:<14} {}", time, v["seq"], kind, detail)
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -875,17 +814,6 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
-    }
-
-    #[test]
-    fn an_action_start_renders_as_one_line() {
-        let v = json!({"seq": 4, "time": "t", "event": {"event": "action_start", "tool": "exec",
-            "request": "df -h", "category": "read-only", "risk": "safe", "decision": "allow",
-            "approved_by": "policy", "profile": "read-only: uid 0"}});
-        assert_eq!(
-            render_record(&v),
-            "t #4 action_start   exec `df -h` — read-only safe (allow, by policy) starting; profile read-only: uid 0"
-        );
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! The broker daemon's control socket: creation with path checks, peer checks on
-//! every connection, and a session per operator connection.
+//! every connection, and a session (through [`crate::operator_channel`]) or
+//! one approvals request per operator connection.
 
-use crate::cancel::CancelToken;
-use crate::operator::Operator;
-use crate::session::{self, BrokerContext, SessionRequest};
+use crate::operator_channel;
+use crate::session::{self, BrokerContext};
 use anyhow::{bail, Context, Result};
 use nix::sys::socket::{
     bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
@@ -13,14 +13,10 @@ use std::fs;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
-use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
-use sysward_ipc::agent::{AgentEvent, SessionMode};
-use sysward_ipc::operator::{
-    ApprovalDecision, ApprovalPrompt, OperatorAnswer, OperatorRequest, SessionSummary,
-};
+use sysward_ipc::operator::{OperatorAnswer, OperatorRequest};
 use sysward_ipc::peer::{self, PeerCred};
-use sysward_ipc::{Channel, BUILD_VERSION};
+use sysward_ipc::Channel;
 
 pub const SOCKET_PATH: &str = "/run/sysward/control.sock";
 pub const OPERATOR_GROUP: &str = "sysward";
@@ -172,127 +168,23 @@ pub fn check_peer(
         return Err("the peer descends from the broker (an agent, gateway or action)".to_string());
     }
     if let Some(root) = actions_cgroup {
-        let cg = fs::read_to_string(format!("/proc/{}/cgroup", cred.pid)).unwrap_or_default();
-        let rel = root
-            .file_name()
-            .map(|n| format!("/{}", n.to_string_lossy()))
-            .unwrap_or_default();
-        if cg
-            .lines()
-            .any(|l| l.starts_with("0::") && l[3..].starts_with(&rel))
-        {
+        if in_actions_cgroup(cred.pid, root) {
             return Err("the peer runs inside a sysward action's cgroup".to_string());
         }
     }
     Ok(())
 }
 
-/// An operator on the other end of a control connection.
-pub struct RemoteOperator {
-    tx: Channel,
-    /// A person at the client can answer prompts.
-    interactive: bool,
-    inputs: Mutex<Receiver<OperatorRequest>>,
-    cancel: CancelToken,
-}
-
-impl RemoteOperator {
-    fn send(&self, answer: &OperatorAnswer) {
-        let _ = self.tx.send(answer);
-    }
-}
-
-impl Operator for RemoteOperator {
-    fn session_started(&self, session_id: &str, banner: &str) {
-        self.send(&OperatorAnswer::SessionStarted {
-            session_id: session_id.to_string(),
-            banner: banner.to_string(),
-        });
-    }
-
-    fn event(&self, event: &AgentEvent) {
-        // Text is sanitized by the client before display as well; the broker
-        // sanitizes what it renders itself (prompts, summaries).
-        let event = match event {
-            AgentEvent::Answer(t) => {
-                AgentEvent::Answer(crate::sanitize::for_terminal(t, crate::render::MAX_SHOWN))
-            }
-            AgentEvent::Info(t) => {
-                AgentEvent::Info(crate::sanitize::for_terminal(t, crate::render::MAX_SHOWN))
-            }
-            AgentEvent::Warning(t) => {
-                AgentEvent::Warning(crate::sanitize::for_terminal(t, crate::render::MAX_SHOWN))
-            }
-            other => other.clone(),
-        };
-        self.send(&OperatorAnswer::Event(event));
-    }
-
-    fn next_input(&self) -> Option<String> {
-        self.send(&OperatorAnswer::InputWanted);
-        let inputs = self.inputs.lock().ok()?;
-        loop {
-            match inputs.recv().ok()? {
-                OperatorRequest::Input(line) => return Some(line),
-                OperatorRequest::Detach => return None,
-                _ => continue,
-            }
-        }
-    }
-
-    fn approve(&self, prompt: &ApprovalPrompt) -> Option<(ApprovalDecision, String)> {
-        if !self.interactive {
-            // Nobody to ask: the broker turns it into a pending approval.
-            return None;
-        }
-        self.send(&OperatorAnswer::ApprovalNeeded(prompt.clone()));
-        let inputs = self.inputs.lock().ok()?;
-        loop {
-            match inputs.recv().ok()? {
-                OperatorRequest::Approval { id, decision, note } if id == prompt.id => {
-                    return Some((decision, note))
-                }
-                OperatorRequest::Detach => return None,
-                _ => continue,
-            }
-        }
-    }
-
-    fn finished(&self, summary: &SessionSummary) {
-        self.send(&OperatorAnswer::Finished(summary.clone()));
-    }
-
-    fn ask_secret(
-        &self,
-        name: &str,
-        scope: &crate::secrets::Scope,
-        reason: &str,
-    ) -> Result<Option<String>, String> {
-        if !self.interactive {
-            return Err("nobody is at the client's terminal".to_string());
-        }
-        self.send(&OperatorAnswer::SecretNeeded {
-            name: name.to_string(),
-            prompt: crate::secrets::render_ask_prompt(name, scope, reason),
-        });
-        let inputs = self
-            .inputs
-            .lock()
-            .map_err(|_| "operator input lost".to_string())?;
-        loop {
-            match inputs.recv() {
-                Ok(OperatorRequest::Secret { value }) => return Ok(value.filter(|v| !v.is_empty())),
-                Ok(OperatorRequest::Detach) | Err(_) => {
-                    return Err("the operator went away".to_string())
-                }
-                Ok(_) => continue,
-            }
-        }
-    }
-
-    fn cancel_token(&self) -> &CancelToken {
-        &self.cancel
-    }
+/// True when `pid` runs inside the actions' cgroup tree `root` (which also
+/// catches daemonized, reparented descendants of an action).
+pub fn in_actions_cgroup(pid: i32, root: &Path) -> bool {
+    let cg = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    let rel = root
+        .file_name()
+        .map(|n| format!("/{}", n.to_string_lossy()))
+        .unwrap_or_default();
+    cg.lines()
+        .any(|l| l.starts_with("0::") && l[3..].starts_with(&rel))
 }
 
 /// Serves one accepted operator connection until its session ends.
@@ -304,39 +196,35 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
     set_receive_timeout(&reader_fd, HANDSHAKE_TIMEOUT)?;
     let timeout_fd = reader_fd.try_clone()?;
     let mut rx = Channel::new(reader_fd);
-    match rx.recv::<OperatorRequest>() {
-        Ok(OperatorRequest::Hello { build }) if build == BUILD_VERSION => {}
-        Ok(OperatorRequest::Hello { build }) => {
-            let message = format!("version mismatch: client {build}, broker {BUILD_VERSION}; use the sysward binary that matches the running broker");
-            tx.send(&OperatorAnswer::Error {
-                message: message.clone(),
-            })?;
-            bail!(message);
+    if let Err(e) = operator_channel::greet(&tx, &mut rx) {
+        if format!("{e:#}").contains("EAGAIN") {
+            bail!(
+                "a client said nothing within {} s of connecting: dropped",
+                HANDSHAKE_TIMEOUT.as_secs()
+            );
         }
-        Ok(_) => {
-            tx.send(&OperatorAnswer::Error {
-                message: "say hello first".to_string(),
-            })?;
-            bail!("operator did not open with hello");
-        }
-        Err(e) if e.to_string().contains("EAGAIN") => bail!(
-            "a client said nothing within {} s of connecting: dropped",
-            HANDSHAKE_TIMEOUT.as_secs()
-        ),
-        Err(e) => bail!("{e}"),
+        return Err(e);
     }
-    tx.send(&OperatorAnswer::Welcome {
-        build: BUILD_VERSION.to_string(),
-        broker_pid: std::process::id(),
-    })?;
     let first = rx.recv::<OperatorRequest>();
     // Past the handshake a CLI session may rightly wait for its person.
     set_receive_timeout(&timeout_fd, std::time::Duration::ZERO)?;
     drop(timeout_fd);
-    let (mode, opts) = match first {
-        Ok(OperatorRequest::Run(o)) => (SessionMode::Tasks { rerun: o.rerun }, o),
-        Ok(OperatorRequest::Cli(o)) => (SessionMode::Cli, o),
-        Ok(OperatorRequest::Decide { id, deny_note }) => {
+    let first = match first {
+        Ok(request) => request,
+        Err(e) => bail!("operator connection: {e}"),
+    };
+    if let Some((mode, opts)) = operator_channel::session_wanted(&first) {
+        operator_channel::serve_session(&ctx, tx, rx, mode, &opts, who)?;
+        if let Some(why) = ctx.pinned.stopped() {
+            // Every later session would meet the same moved paths: the daemon
+            // ends, and its unit does not restart it on this exit code.
+            eprintln!("sysward: {why}");
+            std::process::exit(session::exit::STOPPED);
+        }
+        return Ok(());
+    }
+    match first {
+        OperatorRequest::Decide { id, deny_note } => {
             // Only here, on a connection that passed the peer checks, can a
             // person who is not root answer a pending approval.
             let by = format!("{who} via the control socket");
@@ -366,9 +254,9 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
                 },
             };
             tx.send(&answer)?;
-            return Ok(());
+            Ok(())
         }
-        Ok(OperatorRequest::ListApprovals) => {
+        OperatorRequest::ListApprovals => {
             let answer = match crate::approvals::list_json(&ctx.layout) {
                 Ok(v) => OperatorAnswer::Done {
                     ok: true,
@@ -380,79 +268,15 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
                 },
             };
             tx.send(&answer)?;
-            return Ok(());
+            Ok(())
         }
-        Ok(_) => {
+        _ => {
             tx.send(&OperatorAnswer::Error {
                 message: "expected run or cli".to_string(),
             })?;
             bail!("operator sent a request out of turn");
         }
-        Err(e) => bail!("operator connection: {e}"),
-    };
-    let cancel = CancelToken::new()?;
-    // Bounded: a client that sends faster than the session takes its input
-    // is held back (the reader stops reading its socket), so a session's
-    // queue never holds more than this many requests.
-    let (in_tx, in_rx) = mpsc::sync_channel(INPUT_QUEUE);
-    let reader_cancel = cancel.clone();
-    std::thread::Builder::new()
-        .name("operator-reader".to_string())
-        .spawn(move || loop {
-            match rx.recv::<OperatorRequest>() {
-                Ok(OperatorRequest::Cancel) => reader_cancel.cancel(),
-                Ok(
-                    req @ (OperatorRequest::Input(_)
-                    | OperatorRequest::Approval { .. }
-                    | OperatorRequest::Secret { .. }),
-                ) => {
-                    if in_tx.send(req).is_err() {
-                        return;
-                    }
-                }
-                Ok(OperatorRequest::Detach) => {
-                    // The operator ended the dialogue (`/quit`, Ctrl+D at the
-                    // prompt): input ends, nothing is cancelled, and a later
-                    // Ctrl+C still reaches the session.
-                    if in_tx.send(OperatorRequest::Detach).is_err() {
-                        return;
-                    }
-                }
-                Err(_) => {
-                    // The operator went away: cancel what runs and end input.
-                    let _ = in_tx.send(OperatorRequest::Detach);
-                    reader_cancel.cancel();
-                    return;
-                }
-                Ok(_) => {
-                    let _ = in_tx.send(OperatorRequest::Detach);
-                    reader_cancel.cancel();
-                    return;
-                }
-            }
-        })?;
-    let operator = RemoteOperator {
-        tx,
-        interactive: opts.interactive || matches!(mode, SessionMode::Cli),
-        inputs: Mutex::new(in_rx),
-        cancel,
-    };
-    session::run_session(
-        &ctx,
-        SessionRequest {
-            mode,
-            dry_run: opts.dry_run,
-            operator: who,
-        },
-        &operator,
-    );
-    if let Some(why) = ctx.pinned.stopped() {
-        // Every later session would meet the same moved paths: the daemon
-        // ends, and its unit does not restart it on this exit code.
-        eprintln!("sysward: {why}");
-        std::process::exit(session::exit::STOPPED);
     }
-    Ok(())
 }
 
 pub fn operator_gid() -> Result<u32> {
@@ -460,9 +284,6 @@ pub fn operator_gid() -> Result<u32> {
         .with_context(|| format!("group {OPERATOR_GROUP} does not exist: create it with `groupadd --system {OPERATOR_GROUP}`"))?;
     Ok(group.gid.as_raw())
 }
-
-/// Requests one session's operator may have waiting (at most 64 KiB each).
-pub const INPUT_QUEUE: usize = 32;
 
 /// Operator connections the daemon serves at once, in all.
 pub const MAX_CONNECTIONS: usize = 64;

@@ -1,5 +1,7 @@
-//! The sysward broker as a library: the binary `sysward` is a thin CLI over
-//! it, and the end-to-end tests compose sessions from it.
+//! The sysward broker as a library: the root binary `sysward-broker` is a
+//! thin entry over it, the `sysward` console (crate `console/`) reads the
+//! root-only files through it, and the end-to-end tests compose sessions
+//! from it. No terminal code lives here.
 
 pub mod action;
 pub mod approval_view;
@@ -10,28 +12,25 @@ pub mod cancel;
 pub mod capture;
 pub mod cgroup;
 pub mod classifier;
-pub mod client;
 pub mod config;
 pub mod context;
 pub mod control;
 pub mod decide;
-pub mod doctor;
 pub mod gateway_link;
 pub mod init;
 pub mod journal;
-pub mod manpages;
 pub mod mountns;
 pub mod net_action;
 pub mod netfilter_check;
 pub mod oneshot;
 pub mod operator;
+pub mod operator_channel;
 pub mod patch_plan;
 pub mod pinned;
 pub mod pre_approvals;
 pub mod project;
 pub mod record;
 pub mod redact;
-pub mod render;
 pub mod retry;
 pub mod sanitize;
 pub mod seal;
@@ -42,7 +41,6 @@ pub mod signals;
 pub mod skills;
 pub mod spawn;
 pub mod stale_temps;
-pub mod status;
+pub mod standalone;
 pub mod tasks;
-pub mod terminal;
 pub mod tools;

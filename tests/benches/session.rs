@@ -86,7 +86,7 @@ fn main() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let broker = child.id();
+    let broker = standalone_broker(child.id());
     slow.wait_for_requests(1, Duration::from_secs(20));
     std::thread::sleep(Duration::from_millis(300));
     let agent = children_named(broker, "sysward-agent").pop().unwrap();

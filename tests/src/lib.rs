@@ -83,10 +83,12 @@ pub fn bin_dir() -> PathBuf {
     }
     for b in [
         "sysward",
+        "sysward-broker",
         "sysward-agent",
         "sysward-exec",
         "sysward-gateway",
         "sysward-classify",
+        "sysward-net",
     ] {
         assert!(
             dir.join(b).exists(),
@@ -284,6 +286,39 @@ pub fn children_named(parent: u32, name: &str) -> Vec<u32> {
         }
     }
     found
+}
+
+/// The root broker (`sysward-broker --standalone`) that a `sysward run|cli
+/// --root` console (pid `console`) started: the process that holds the
+/// session, its agent, gateway and actions.
+pub fn standalone_broker(console: u32) -> u32 {
+    wait_for(Duration::from_secs(15), "the standalone broker", || {
+        children_named(console, "sysward-broker").pop()
+    })
+}
+
+/// Kills the root broker of a `sysward run|cli --root` console with SIGKILL
+/// (no chance to clean up), then waits for the console, which sees its
+/// channel close, reaps the broker and exits. Returns once the broker's pid
+/// is gone from /proc: the next broker judges a dead one by it (a zombie
+/// still shows its start time, and would count as running).
+pub fn kill9_standalone(console: &mut std::process::Child) {
+    let broker = standalone_broker(console.id());
+    // SAFETY: kill(2) with a pid this test started (through the console).
+    unsafe {
+        libc::kill(broker as i32, libc::SIGKILL);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && matches!(console.try_wait(), Ok(None)) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = console.kill();
+    let _ = console.wait();
+    wait_for(
+        Duration::from_secs(10),
+        "the killed broker to be reaped",
+        || (!Path::new(&format!("/proc/{broker}")).exists()).then_some(()),
+    );
 }
 
 /// A `/proc/<pid>/status` field.

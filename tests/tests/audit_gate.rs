@@ -42,7 +42,7 @@ fn a_killed_broker_leaves_the_start_record_and_takes_its_action_along() {
         .agent_md(policy())
         .write("01-sleep.md", "# Sleep\nSleep a while.\n");
     let mut broker = start_run(&p);
-    let broker_pid = broker.id();
+    let broker_pid = standalone_broker(broker.id());
     // The command is the broker's own child (no helper exec in between).
     let sleeper = wait_for(Duration::from_secs(30), "the action to run", || {
         children_named(broker_pid, "sleep").first().copied()
@@ -61,8 +61,7 @@ fn a_killed_broker_leaves_the_start_record_and_takes_its_action_along() {
     );
     assert_eq!(start["event"]["decision"], "allow");
     // kill -9: no chance to clean up.
-    broker.kill().unwrap();
-    broker.wait().unwrap();
+    kill9_standalone(&mut broker);
     wait_for(Duration::from_secs(10), "the action to die", || {
         (!std::path::Path::new(&format!("/proc/{sleeper}")).exists()
             || status_field(sleeper, "State:").is_some_and(|s| s.starts_with('Z')))
@@ -258,8 +257,7 @@ fn the_next_broker_kills_what_a_dead_one_left() {
     wait_for(Duration::from_secs(30), "the daemon to start", || {
         (!pgrep().is_empty()).then_some(())
     });
-    broker.kill().unwrap();
-    broker.wait().unwrap();
+    kill9_standalone(&mut broker);
     // The action's own process died with the broker; its daemon did not
     // (unless a broker of a test running beside this one cleaned up already:
     // any broker start does).

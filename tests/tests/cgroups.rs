@@ -50,7 +50,7 @@ fn brokers_remove_their_own_cgroup_and_spare_other_namespaces() {
         .agent_md("EXECUTION_MODE=guarded")
         .write("01-t.md", "# T\nPrint the kernel release.\n");
     let child = spawn_sysward(&["run", "--root", p.dir.to_str().unwrap()]);
-    let broker_pid = child.id();
+    let broker_pid = standalone_broker(child.id());
     let out = wait_output(child, Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
 

@@ -214,12 +214,11 @@ fn a_killed_broker_s_unfinished_session_is_noted_by_the_next_one() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let pid = broker.id();
+    let pid = standalone_broker(broker.id());
     wait_for(Duration::from_secs(30), "the action to run", || {
         children_named(pid, "sleep").first().copied()
     });
-    broker.kill().unwrap();
-    broker.wait().unwrap();
+    kill9_standalone(&mut broker);
     std::fs::remove_file(p.path("01-sleep.md")).unwrap();
     let _server = done_task(&p);
     let out = run_sysward(

@@ -89,7 +89,7 @@ fn sigterm_to_run_records_the_cancelled_action_and_the_session_end() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let sleeper = sleeper_of(broker.id());
+    let sleeper = sleeper_of(standalone_broker(broker.id()));
     let asked = Instant::now();
     sigterm(broker.id());
     let out = wait_output(broker, Duration::from_secs(15));

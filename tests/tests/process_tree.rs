@@ -84,7 +84,7 @@ fn the_running_agent_is_confined_and_holds_no_key() {
         .agent_md(read_only_policy())
         .write("01-t.md", "# T\nSay done. No action is needed.\n");
     let child = spawn_sysward(&["run", "--root", p.dir.to_str().unwrap()]);
-    let broker = child.id();
+    let broker = standalone_broker(child.id());
     let agent = wait_for(Duration::from_secs(10), "the agent", || {
         children_named(broker, "sysward-agent").pop()
     });

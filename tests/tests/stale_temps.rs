@@ -162,8 +162,7 @@ fn a_killed_broker_s_temporary_is_removed_by_the_next_session() {
     let sleeper = validating_sleep(broker.id());
     let executor = parent_of(sleeper);
     // Broker and executor die together: nobody sweeps in this session.
-    broker.kill().unwrap();
-    broker.wait().unwrap();
+    kill9_standalone(&mut broker);
     kill9(executor);
     kill9(sleeper);
     wait_for(Duration::from_secs(10), "the executor to die", || {

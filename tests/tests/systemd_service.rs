@@ -426,6 +426,7 @@ fn remove_keeps_configuration_and_state_and_purge_removes_them() {
     let exists = |p: &str| host.run(&["test", "-e", p]).status.success();
     for gone in [
         "/usr/bin/sysward",
+        "/usr/libexec/sysward/sysward-broker",
         "/usr/libexec/sysward/sysward-agent",
         "/usr/libexec/sysward/sysward-exec",
         "/usr/libexec/sysward/sysward-gateway",
@@ -468,9 +469,14 @@ fn remove_keeps_configuration_and_state_and_purge_removes_them() {
         }
     }
     // The broker re-executes itself (a scrubbed environment), so its
-    // command name is "exe": match the command line.
+    // command name is "exe": match the command line (the console's, and the
+    // root broker's in /usr/libexec/sysward).
     if host
-        .run(&["pgrep", "-f", "^/usr/bin/sysward"])
+        .run(&[
+            "pgrep",
+            "-f",
+            "^/usr/(bin/sysward|libexec/sysward/sysward-broker)",
+        ])
         .status
         .success()
     {

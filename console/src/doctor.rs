@@ -1,13 +1,13 @@
 //! `sysward doctor`: one row per prerequisite, its state, and the fix.
 
-use crate::config::{ApiUrl, InitConf};
-use crate::project::{Layout, Project};
 use anyhow::Result;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
+use sysward_broker::config::{ApiUrl, InitConf};
+use sysward_broker::project::{Layout, Project};
 
 struct Row {
     name: &'static str,
@@ -81,14 +81,14 @@ fn namespaces() -> Row {
 }
 
 fn cgroup() -> Row {
-    match crate::cgroup::actions_root() {
+    match sysward_broker::cgroup::actions_root() {
         Some(p) => row("cgroup", true, format!("v2 with cgroup.kill at {}", p.display()), ""),
         None => row("cgroup", false, "no cgroup v2 with cgroup.kill", "mount cgroup2 (kernel ≥ 5.14); without it daemonized children of an action can survive it"),
     }
 }
 
 fn user(name: &str, what: &'static str) -> Row {
-    match crate::spawn::account(name) {
+    match sysward_broker::spawn::account(name) {
         Ok(a) => row(
             what,
             true,
@@ -105,7 +105,7 @@ fn user(name: &str, what: &'static str) -> Row {
 }
 
 fn group() -> Row {
-    match crate::control::operator_gid() {
+    match sysward_broker::control::operator_gid() {
         Ok(g) => row("operator group", true, format!("sysward (gid {g})"), ""),
         Err(_) => row(
             "operator group",
@@ -117,8 +117,8 @@ fn group() -> Row {
 }
 
 fn socket_path() -> Row {
-    let path = Path::new(crate::control::SOCKET_PATH);
-    match crate::control::check_path_components(path) {
+    let path = Path::new(sysward_broker::control::SOCKET_PATH);
+    match sysward_broker::control::check_path_components(path) {
         Err(e) => row("control socket", false, format!("{e:#}"), "fix the ownership/mode of the path components"),
         Ok(()) => match std::fs::symlink_metadata(path) {
             Ok(m) => row("control socket", true, format!("{} (mode {:o}, owner {}:{})", path.display(), m.mode() & 0o777, m.uid(), m.gid()), ""),
@@ -129,8 +129,13 @@ fn socket_path() -> Row {
 
 fn binaries() -> Row {
     let mut problems = Vec::new();
-    for b in ["sysward-agent", "sysward-exec", "sysward-gateway"] {
-        if let Err(e) = crate::spawn::sibling(b) {
+    for b in [
+        "sysward-broker",
+        "sysward-agent",
+        "sysward-exec",
+        "sysward-gateway",
+    ] {
+        if let Err(e) = sysward_broker::spawn::sibling(b) {
             problems.push(format!("{e:#}"));
         }
     }
@@ -152,9 +157,9 @@ fn binaries() -> Row {
 }
 
 /// Ownership and modes of the project, by the rule `run` applies
-/// ([`crate::project::strict_modes`]), listing every path that breaks it.
+/// ([`sysward_broker::project::strict_modes`]), listing every path that breaks it.
 fn file_modes(layout: &Layout) -> Row {
-    let problems = crate::project::strict_mode_problems(layout);
+    let problems = sysward_broker::project::strict_mode_problems(layout);
     if problems.is_empty() {
         row(
             "file modes",
@@ -504,7 +509,7 @@ fn parse_reply(buf: &[u8], eof: bool) -> Result<Option<Reply>, String> {
 /// direction-changing characters replaced, at most `max` characters.
 fn clean(text: &str, key: &str, max: usize) -> String {
     let text = if key.len() >= 4 {
-        text.replace(key, &crate::config::mask_secret(key))
+        text.replace(key, &sysward_broker::config::mask_secret(key))
     } else {
         text.to_string()
     };
@@ -797,8 +802,14 @@ pub fn run(layout: &Layout, as_json: bool) -> Result<i32> {
             rows.insert(6, user(&p.conf.model_user, "gateway user"));
         }
         Err(_) => {
-            rows.insert(5, user(crate::config::DEFAULT_AGENT_USER, "agent user"));
-            rows.insert(6, user(crate::config::DEFAULT_MODEL_USER, "gateway user"));
+            rows.insert(
+                5,
+                user(sysward_broker::config::DEFAULT_AGENT_USER, "agent user"),
+            );
+            rows.insert(
+                6,
+                user(sysward_broker::config::DEFAULT_MODEL_USER, "gateway user"),
+            );
         }
     }
     let failed = rows.iter().filter(|r| !r.ok).count();
@@ -834,7 +845,7 @@ mod tests {
 
     fn conf(url: &str, model: &str, key: &str) -> InitConf {
         let text = format!("API_URL={url}\nMODEL={model}\nAPI_KEY={key}\n");
-        crate::config::parse(&text).unwrap().0
+        sysward_broker::config::parse(&text).unwrap().0
     }
 
     fn reply(status: u16, body: &str) -> Reply {

@@ -20,7 +20,8 @@ const FILES: &str = "\
 .TP\n.I /etc/sysward/*.md\ntask files, run in order by sysward run\n\
 .TP\n.I /etc/sysward/secrets/\nsecrets (NAME, 0600) and their scopes (NAME.scope)\n\
 .TP\n.I /var/lib/sysward/audit.log\nthe hash-chained audit log (anchor, sealing state and approvals in .agent/)\n\
-.TP\n.I /run/sysward/control.sock\nthe daemon's control socket (root and the sysward group)\n";
+.TP\n.I /run/sysward/control.sock\nthe daemon's control socket (root and the sysward group)\n\
+.TP\n.I /usr/libexec/sysward/sysward-broker\nthe root broker: the daemon (sysward broker, sysward.service), or the broker of one session that sysward run|cli --root starts and talks to over a socketpair\n";
 
 fn examples(page: &str) -> &'static str {
     match page {
@@ -43,7 +44,7 @@ sudo sysward audit verify --key-file key.txt --journal\nsudo sysward audit show 
         "sysward-doctor" => ".nf\nsudo sysward doctor\nsudo sysward doctor --root /root/admin --json\n.fi\n",
         "sysward-init" => ".nf\nsudo sysward init /root/admin\nsudo sysward init\t# fills /etc/sysward\n.fi\n",
         "sysward-status" => ".nf\nsysward status\nsudo sysward status --root /root/admin --json\n.fi\n",
-        "sysward-broker" => ".nf\nsudo systemctl enable --now sysward\nsudo sysward broker --root /root/admin --socket /run/sysward-test/control.sock\n.fi\n",
+        "sysward-broker" => ".nf\nsudo systemctl enable --now sysward\t# runs /usr/libexec/sysward/sysward-broker\nsudo sysward broker --root /root/admin --socket /run/sysward-test/control.sock\n.fi\n",
         "sysward-secrets" => ".nf\nsudo sysward secrets list --json\n.fi\n",
         _ => ".nf\nsysward --help\n.fi\n",
     }

@@ -2,8 +2,8 @@
 //! text and the `--json` lines, shared by the terminal and the control
 //! socket's clients (no terminal code here).
 
-use crate::sanitize;
-use sysward_ipc::agent::AgentEvent;
+use sysward_broker::sanitize;
+use sysward_ipc::agent::{AgentEvent, ToolStatus};
 use sysward_ipc::operator::SessionSummary;
 
 /// Longest answer text shown to the operator in one event.
@@ -119,4 +119,51 @@ pub fn summary_json(summary: &SessionSummary) -> serde_json::Value {
             "summary": sanitize::for_terminal(&o.summary, 4000),
         })).collect::<Vec<_>>(),
     })
+}
+
+/// The lines the console prints under an action's `← status` line: on a
+/// failure the exit status or reason and the tail of stderr; with
+/// `verbose`, also the output.
+pub fn render_tool_output(event: &AgentEvent, verbose: bool) -> Vec<String> {
+    let AgentEvent::ToolOutput {
+        status,
+        exit_code,
+        signal,
+        message,
+        stderr_tail,
+        stdout_head,
+        ..
+    } = event
+    else {
+        return Vec::new();
+    };
+    let failed = !matches!(status, ToolStatus::Ok);
+    let mut out = Vec::new();
+    if failed {
+        let how = match (exit_code, signal) {
+            (Some(c), _) => format!("exit status {c}"),
+            (None, Some(s)) => format!("killed by signal {s}"),
+            (None, None) => status.as_str().to_string(),
+        };
+        out.push(format!("  {how}"));
+        for l in message.lines().filter(|l| !l.trim().is_empty()) {
+            out.push(format!("  {}", sanitize::one_line(l, 300)));
+        }
+    }
+    if failed || verbose {
+        for l in stderr_tail.lines() {
+            out.push(format!("  stderr: {}", sanitize::one_line(l, 300)));
+        }
+    }
+    if verbose {
+        for l in stdout_head.lines().take(100) {
+            out.push(format!("  │ {}", sanitize::one_line(l, 300)));
+        }
+        if !failed {
+            for l in message.lines().filter(|l| !l.trim().is_empty()) {
+                out.push(format!("  {}", sanitize::one_line(l, 300)));
+            }
+        }
+    }
+    out
 }

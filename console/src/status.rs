@@ -3,10 +3,10 @@
 //! chain's state. Root reads the files; anyone else gets what the daemon
 //! tells a member of the `sysward` group.
 
-use crate::project::Layout;
 use anyhow::Result;
 use serde_json::{json, Value};
 use std::path::Path;
+use sysward_broker::project::Layout;
 
 fn daemon_state(socket: &Path) -> Value {
     // A stream connect always fails on the daemon's SEQPACKET socket: only a
@@ -32,7 +32,7 @@ pub fn collect(layout: &Layout, standalone: bool, socket: &Path) -> Value {
     let root = nix::unistd::geteuid().is_root();
     let mut v = json!({ "daemon": if standalone { Value::Null } else { daemon_state(socket) } });
     let approvals = if root {
-        crate::approvals::list_json(layout).map_err(|e| format!("{e:#}"))
+        sysward_broker::approvals::list_json(layout).map_err(|e| format!("{e:#}"))
     } else {
         crate::client::request_once(
             socket,
@@ -47,7 +47,7 @@ pub fn collect(layout: &Layout, standalone: bool, socket: &Path) -> Value {
             }
         })
     };
-    let now = crate::approvals::now_unix();
+    let now = sysward_broker::approvals::now_unix();
     v["pending_approvals"] = match approvals {
         Ok(list) => Value::Array(
             list["approvals"]
@@ -55,19 +55,19 @@ pub fn collect(layout: &Layout, standalone: bool, socket: &Path) -> Value {
                 .into_iter()
                 .flatten()
                 .filter_map(|a| {
-                    serde_json::from_value::<crate::approvals::Approval>(a.clone()).ok()
+                    serde_json::from_value::<sysward_broker::approvals::Approval>(a.clone()).ok()
                 })
-                .filter(|a| a.status_at(now) == crate::approvals::Status::Pending)
+                .filter(|a| a.status_at(now) == sysward_broker::approvals::Status::Pending)
                 .map(|a| {
                     json!({"id": a.id, "task": a.request.task, "risk": a.request.risk,
-                           "command": crate::approval_view::elide(&a.request.command, 80, 40, "")})
+                           "command": sysward_broker::approval_view::elide(&a.request.command, 80, 40, "")})
                 })
                 .collect(),
         ),
         Err(e) => json!({"error": e}),
     };
     if root {
-        let records = crate::tasks::TaskRecords::load(layout);
+        let records = sysward_broker::tasks::TaskRecords::load(layout);
         v["tasks"] = Value::Array(
             records
                 .tasks
@@ -75,7 +75,8 @@ pub fn collect(layout: &Layout, standalone: bool, socket: &Path) -> Value {
                 .map(|(name, r)| json!({"task": name, "status": r.status, "time": r.time}))
                 .collect(),
         );
-        v["audit"] = match crate::audit::verify(&layout.audit_log(), &layout.audit_head()) {
+        v["audit"] = match sysward_broker::audit::verify(&layout.audit_log(), &layout.audit_head())
+        {
             Ok(a) => match a.first_break {
                 None => json!({"intact": true, "records": a.records}),
                 Some(b) => json!({"intact": false, "break_at": b.line, "problem": b.problem}),
@@ -95,7 +96,7 @@ pub fn run(layout: &Layout, standalone: bool, socket: &Path, as_json: bool) -> R
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(0);
     }
-    let l = |x: &Value| crate::sanitize::one_line(x.as_str().unwrap_or(""), 300);
+    let l = |x: &Value| sysward_broker::sanitize::one_line(x.as_str().unwrap_or(""), 300);
     if !standalone {
         let d = &v["daemon"];
         println!(

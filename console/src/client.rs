@@ -1,14 +1,27 @@
-//! `sysward run|cli` without `--root`: an operator connected to the daemon.
+//! The console's side of the operator protocol: a session (its events,
+//! prompts and summary) over a channel to the broker — the daemon's control
+//! socket, or the socketpair of a standalone broker — and the one-shot
+//! requests (`approvals`, `approve`, `deny`) to the daemon.
 
-use crate::sanitize;
 use crate::terminal::{Console, HistoryFile, Prompted};
 use anyhow::{bail, Context, Result};
 use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
 use std::path::Path;
+use sysward_broker::sanitize;
 use sysward_ipc::agent::SessionMode;
 use sysward_ipc::operator::{OperatorAnswer, OperatorRequest, RunOptions};
 use sysward_ipc::{Channel, BUILD_VERSION};
 
+/// Who serves this console's session: the lost connection reads differently.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Broker {
+    /// The daemon on its control socket.
+    Daemon,
+    /// A `sysward-broker --standalone` this console started (`--root DIR`).
+    Standalone,
+}
+
+/// `sysward run|cli` without `--root`: a session through the daemon.
 pub fn run(
     socket_path: &Path,
     mode: SessionMode,
@@ -16,8 +29,50 @@ pub fn run(
     json: bool,
     verbose: bool,
 ) -> Result<i32> {
-    let signals = crate::signals::Signals::install_client()?;
-    let (writer, mut reader) = connect_and_greet(socket_path)?;
+    let signals = crate::signals::install()?;
+    let (writer, reader) = connect_and_greet(socket_path)?;
+    // The history lives under the operator's own home (~/.sysward_history):
+    // this client is not root and cannot write the daemon's state directory.
+    let history = match mode {
+        SessionMode::Cli => HistoryFile::for_client(),
+        SessionMode::Tasks { .. } => None,
+    };
+    let view = View {
+        json,
+        verbose,
+        history,
+    };
+    session(
+        &signals,
+        writer,
+        reader,
+        mode,
+        dry_run,
+        view,
+        Broker::Daemon,
+    )
+}
+
+/// How the console shows a session.
+pub struct View {
+    pub json: bool,
+    pub verbose: bool,
+    /// The `agent> ` history (a CLI session only).
+    pub history: Option<HistoryFile>,
+}
+
+/// One session over an operator channel that has been greeted: asks for it,
+/// then shows its events and answers its prompts until its summary arrives.
+/// Returns the exit status the summary gives.
+pub fn session(
+    signals: &crate::signals::Signals,
+    writer: Channel,
+    mut reader: Channel,
+    mode: SessionMode,
+    dry_run: bool,
+    view: View,
+    broker: Broker,
+) -> Result<i32> {
     let opts = RunOptions {
         rerun: matches!(mode, SessionMode::Tasks { rerun: true }),
         dry_run,
@@ -27,7 +82,7 @@ pub fn run(
         SessionMode::Cli => OperatorRequest::Cli(opts),
         SessionMode::Tasks { .. } => OperatorRequest::Run(opts),
     })?;
-    // Ctrl+C → Cancel on the socket.
+    // Ctrl+C → Cancel on the channel.
     let cancel_writer = Channel::new(writer.fd().try_clone_to_owned()?);
     let cancel = signals.cancel.clone();
     std::thread::Builder::new()
@@ -44,17 +99,9 @@ pub fn run(
                 cancel.reset();
             }
         })?;
-    // Line editing and history only for an interactive session; the history
-    // lives under the operator's own home (~/.sysward_history): this client
-    // is not root and cannot write the daemon's state directory.
-    let interactive = matches!(mode, SessionMode::Cli);
-    let history = if interactive {
-        HistoryFile::for_client()
-    } else {
-        None
-    };
-    let console = Console::new(json, history);
-    console.screen.set_verbose(verbose);
+    let lost = |e: sysward_ipc::ChannelError| lost(broker, e);
+    let console = Console::new(view.json, view.history);
+    console.screen.set_verbose(view.verbose);
     let screen = &console.screen;
     loop {
         let answer = match reader.recv::<OperatorAnswer>() {
@@ -69,6 +116,7 @@ pub fn run(
                 screen.banner(&session_id, &banner);
             }
             OperatorAnswer::Event(ev) => screen.event(&ev),
+            OperatorAnswer::Decided { call_id, risk } => screen.decided(&call_id, &risk),
             OperatorAnswer::InputWanted => {
                 signals
                     .at_prompt
@@ -98,7 +146,7 @@ pub fn run(
                 screen.idle();
                 eprint!("{}", sanitize::for_terminal(&prompt, 4000));
                 // Never echoed, never in the history; an empty line declines.
-                let value = match crate::secrets::read_secret_no_echo("value: ") {
+                let value = match crate::secret_prompt::read_secret_no_echo("value: ") {
                     Ok(v) => Some(v),
                     Err(e) => {
                         eprintln!(
@@ -120,8 +168,8 @@ pub fn run(
                 screen.idle();
                 bail!("{}", sanitize::for_terminal(&message, 4000));
             }
-            OperatorAnswer::Welcome { .. } => bail!("the daemon sent a second welcome"),
-            OperatorAnswer::Done { .. } => bail!("the daemon answered out of turn"),
+            OperatorAnswer::Welcome { .. } => bail!("the broker sent a second welcome"),
+            OperatorAnswer::Done { .. } => bail!("the broker answered out of turn"),
         }
     }
 }
@@ -130,7 +178,16 @@ pub fn run(
 /// away (`systemctl restart` or `stop`, a shutdown, a crash) gets one plain
 /// line, not the channel's "peer closed": the session is over and is not
 /// resumed, so the operator reruns it.
-fn lost(e: sysward_ipc::ChannelError) -> anyhow::Error {
+fn lost(broker: Broker, e: sysward_ipc::ChannelError) -> anyhow::Error {
+    if broker == Broker::Standalone {
+        return if e.is_disconnect() {
+            anyhow::anyhow!(
+                "the broker of this session (sysward-broker) ended before the session did; its reason is above, then run the command again"
+            )
+        } else {
+            anyhow::anyhow!("the broker's channel failed ({e}); run the command again")
+        };
+    }
     if e.is_disconnect() {
         anyhow::anyhow!(
             "the sysward daemon stopped (a restart, a shutdown or a crash) and this session ended with it: \
@@ -197,12 +254,18 @@ fn connect_and_greet(socket_path: &Path) -> Result<(Channel, Channel)> {
         bail!("{}", connect_problem(socket_path, errno));
     }
     let writer = Channel::new(fd.try_clone()?);
-    let mut reader = Channel::new(fd);
+    let reader = Channel::new(fd);
+    greet(writer, reader, Broker::Daemon)
+}
+
+/// Says hello on a fresh operator channel and reads the broker's welcome.
+pub fn greet(writer: Channel, mut reader: Channel, broker: Broker) -> Result<(Channel, Channel)> {
     writer.send(&OperatorRequest::Hello {
         build: BUILD_VERSION.to_string(),
     })?;
-    let welcome = reader.recv::<OperatorAnswer>().with_context(|| {
-        "the daemon closed the connection before welcoming this client; its log says why (journalctl -u sysward)"
+    let welcome = reader.recv::<OperatorAnswer>().with_context(|| match broker {
+        Broker::Daemon => "the daemon closed the connection before welcoming this client; its log says why (journalctl -u sysward)",
+        Broker::Standalone => "the broker (sysward-broker) ended before welcoming this console; its reason is above",
     })?;
     match welcome {
         OperatorAnswer::Welcome { .. } => Ok((writer, reader)),

@@ -13,7 +13,6 @@
 //! signal thread ends the process with `exit(130)` on a second Ctrl+C).
 
 use crate::render::MAX_SHOWN;
-use crate::sanitize;
 use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
 use std::io::{self, BufRead, Read as _, Write};
@@ -22,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use sysward_broker::sanitize;
 use sysward_ipc::agent::{AgentEvent, ToolStatus};
 use sysward_ipc::operator::{ApprovalDecision, ApprovalPrompt, SessionSummary};
 
@@ -483,10 +483,6 @@ impl LineInput {
         std::mem::take(&mut self.notices)
     }
 
-    pub fn is_terminal(&self) -> bool {
-        self.editor.is_some()
-    }
-
     /// Reads one line. Nothing is added to the history here.
     pub fn read(&mut self, prompt: &str) -> Read {
         match &mut self.editor {
@@ -797,7 +793,7 @@ impl Screen {
             }
             AgentEvent::ToolOutput { call_id, .. } => {
                 let lines =
-                    crate::record::render_tool_output(event, self.verbose.load(Ordering::SeqCst));
+                    crate::render::render_tool_output(event, self.verbose.load(Ordering::SeqCst));
                 let mut s = self.lock();
                 match s.actions.get_mut(call_id) {
                     Some(a) => a.output = lines,

@@ -1,0 +1,109 @@
+//! `sysward-broker --standalone DIR`: one session for the one console that
+//! started this broker (`sysward run|cli --root DIR`), over the socketpair it
+//! left on fd 3. No socket is bound, nothing else can connect, and the
+//! broker exits when the session ends. The console is checked as the daemon
+//! checks a control-socket peer, in the form a socketpair allows: the pair
+//! was made by this process's parent, which runs as root outside every
+//! sysward action.
+
+use crate::operator_channel;
+use anyhow::{bail, Context, Result};
+use nix::sys::socket::{getsockopt, sockopt};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+use sysward_ipc::operator::{OperatorAnswer, OperatorRequest, OPERATOR_ANSWER_MAX};
+use sysward_ipc::Channel;
+
+/// Where the console leaves its end of the operator channel.
+pub const CONSOLE_FD: RawFd = 3;
+
+/// The console's end of the pair, checked: where it came from and who made it.
+pub struct ConsoleChannel {
+    fd: OwnedFd,
+    console_pid: u32,
+}
+
+/// Takes the console's channel from [`CONSOLE_FD`] (close-on-exec from here
+/// on: no agent, gateway or action inherits it) and checks who is on the
+/// other end. Must run before this process opens any descriptor of its own,
+/// which could otherwise land on a free fd 3.
+pub fn take_console_channel() -> Result<ConsoleChannel> {
+    // SAFETY: F_GETFD only inspects the descriptor number.
+    if unsafe { libc::fcntl(CONSOLE_FD, libc::F_GETFD) } < 0 {
+        bail!("no operator channel on fd {CONSOLE_FD}: `sysward-broker --standalone` is started by the `sysward` console (`sysward run|cli --root DIR`), not by hand");
+    }
+    // SAFETY: fd 3 is open (checked above) and nothing else in this process
+    // owns it: the console placed it there for this broker alone.
+    let placed = unsafe { OwnedFd::from_raw_fd(CONSOLE_FD) };
+    // Moved above the low descriptors with close-on-exec set, so that no
+    // child ever inherits it.
+    let fd = placed
+        .try_clone()
+        .context("cannot take the operator channel from fd 3")?;
+    drop(placed);
+    if getsockopt(&fd, sockopt::SockType).ok() != Some(nix::sys::socket::SockType::SeqPacket) {
+        bail!("fd {CONSOLE_FD} is not the console's SEQPACKET socketpair");
+    }
+    let cred = getsockopt(&fd, sockopt::PeerCredentials)
+        .context("cannot read the operator channel's peer credentials")?;
+    // On a socketpair the kernel names the process that created the pair:
+    // it must be the parent that started this broker, as root.
+    let parent = nix::unistd::getppid().as_raw();
+    if cred.pid() != parent {
+        bail!(
+            "the operator channel was made by pid {}, not by the console that started this broker (pid {parent}): refused",
+            cred.pid()
+        );
+    }
+    if cred.uid() != 0 {
+        bail!(
+            "the console that started this broker runs as uid {}, not root: refused",
+            cred.uid()
+        );
+    }
+    if let Some(root) = crate::cgroup::actions_root() {
+        if crate::control::in_actions_cgroup(cred.pid(), &root) {
+            bail!("the console that started this broker runs inside a sysward action's cgroup: refused");
+        }
+    }
+    Ok(ConsoleChannel {
+        fd,
+        console_pid: parent as u32,
+    })
+}
+
+/// Serves the console's one session with the project in `root`; returns the
+/// exit status the console should end with.
+pub fn run(root: &Path, channel: ConsoleChannel) -> Result<i32> {
+    let ConsoleChannel { fd, console_pid } = channel;
+    let tx = Channel::new(fd.try_clone()?);
+    tx.force_send_buffer(OPERATOR_ANSWER_MAX)?;
+    let mut rx = Channel::new(fd);
+    operator_channel::greet(&tx, &mut rx)?;
+    let first = rx
+        .recv::<OperatorRequest>()
+        .context("the console went away before asking for a session")?;
+    let Some((mode, opts)) = operator_channel::session_wanted(&first) else {
+        tx.send(&OperatorAnswer::Error {
+            message: "a standalone broker serves one session: expected run or cli".to_string(),
+        })?;
+        bail!("the console asked a standalone broker for something other than a session");
+    };
+    let ctx =
+        match crate::project::Layout::standalone(root).and_then(crate::context::broker_context) {
+            Ok(ctx) => ctx,
+            Err(e) => {
+                // The console shows it as the reason, exactly as it reads.
+                tx.send(&OperatorAnswer::Error {
+                    message: format!("{e:#}"),
+                })?;
+                return Ok(1);
+            }
+        };
+    let who = crate::operator::identity(0, Some(console_pid));
+    let summary = operator_channel::serve_session(&ctx, tx, rx, mode, &opts, who)?;
+    if crate::signals::stopping() {
+        return Ok(crate::signals::EXIT_TERMINATED);
+    }
+    Ok(summary.exit_code)
+}
