@@ -103,8 +103,9 @@ if command -v lintian >/dev/null 2>&1; then
 else
   fail "lintian is missing (scripts/test.sh installs it)"
 fi
-for p in ./usr/bin/sysward ./usr/libexec/sysward/sysward-broker ./usr/libexec/sysward/sysward-agent ./usr/libexec/sysward/sysward-exec ./usr/libexec/sysward/sysward-gateway \
+for p in ./usr/bin/sysward ./usr/libexec/sysward/sysward-broker ./usr/libexec/sysward/sysward-agent ./usr/libexec/sysward/sysward-exec ./usr/libexec/sysward/sysward-gateway ./usr/libexec/sysward/sysward-net ./usr/libexec/sysward/sysward-classify \
          ./usr/libexec/sysward/sysward-eval ./usr/share/sysward/eval/scenarios/10-service-bad-config/check.sh \
+         ./usr/share/doc/sysward/examples/skills/disk_usage/skill.json ./usr/share/doc/sysward/examples/skills/cert_expiry/run \
          ./usr/lib/systemd/system/sysward.service ./usr/lib/systemd/system/sysward-run.service \
          ./usr/lib/systemd/system/sysward-run.timer ./usr/lib/sysusers.d/sysward.conf \
          ./usr/lib/tmpfiles.d/sysward.conf ./etc/sysward/init.conf ./etc/sysward/agent.md \
@@ -121,8 +122,8 @@ dpkg -i "$deb"
 
 step "installed files, users, group, directories and modes"
 expect_mode /usr/bin/sysward "755 root root"
-for b in sysward-broker sysward-agent sysward-exec sysward-gateway sysward-eval; do expect_mode "/usr/libexec/sysward/$b" "755 root root"; done
-for b in sysward-broker sysward-agent sysward-exec sysward-gateway sysward-eval; do
+for b in sysward-broker sysward-agent sysward-exec sysward-gateway sysward-net sysward-classify sysward-eval; do expect_mode "/usr/libexec/sysward/$b" "755 root root"; done
+for b in sysward-broker sysward-agent sysward-exec sysward-gateway sysward-net sysward-classify sysward-eval; do
   [ ! -e "/usr/bin/$b" ] || fail "/usr/bin/$b: the internal helpers belong in /usr/libexec/sysward"
 done
 getent group sysward >/dev/null || fail "group sysward missing"
