@@ -145,44 +145,17 @@ pub fn skills_text(skills: &[SkillTool]) -> String {
     out
 }
 
-/// Checks a skill pack call's arguments against its manifest's parameters:
-/// a JSON object, known names, right types, required present (`reason` is
-/// accepted and not passed on).
+/// Checks a skill pack call's arguments against its manifest's parameters,
+/// as [`check_args`] checks a built-in tool's (`reason` is accepted and not
+/// passed on).
 pub fn check_skill_args(s: &SkillTool, arguments: &str) -> Result<Map<String, Value>, String> {
-    let trimmed = arguments.trim();
-    let v: Value = if trimmed.is_empty() {
-        Value::Object(Map::new())
-    } else {
-        serde_json::from_str(trimmed).map_err(|e| format!("arguments are not valid JSON: {e}"))?
-    };
-    let Value::Object(obj) = v else {
-        return Err("arguments must be a JSON object".into());
-    };
-    for (k, v) in &obj {
-        if k == "reason" {
-            continue;
-        }
-        match s.params.iter().find(|p| &p.name == k) {
-            None => return Err(format!("unknown argument {k:?} for {}", s.name)),
-            Some(p) if !p.ty.accepts(v) => {
-                return Err(format!(
-                    "argument {k:?} of {} must be {}",
-                    s.name,
-                    p.ty.text()
-                ))
-            }
-            Some(_) => {}
-        }
-    }
-    for p in s.params.iter().filter(|p| p.required) {
-        if obj.get(&p.name).is_none_or(Value::is_null) {
-            return Err(format!(
-                "missing required argument {:?} for {}",
-                p.name, s.name
-            ));
-        }
-    }
-    Ok(obj)
+    let params: Vec<(&str, Ty, bool)> = s
+        .params
+        .iter()
+        .map(|p| (p.name.as_str(), p.ty, p.required))
+        .chain(std::iter::once(("reason", Ty::Str, false)))
+        .collect();
+    check_against(&s.name, &params, arguments)
 }
 
 /// One line per tool for the text protocol: `name(arg*: type, …) — description`;
@@ -232,6 +205,20 @@ pub fn text_description_without(compact: bool, tasks_mode: bool, withheld: &[Str
 /// Checks arguments against the record: a JSON object, known names, right
 /// types, required present. Returns the parsed object.
 pub fn check_args(t: &ToolMeta, arguments: &str) -> Result<Map<String, Value>, String> {
+    let params: Vec<(&str, Ty, bool)> = t
+        .params
+        .iter()
+        .map(|p| (p.name, p.ty, p.required))
+        .collect();
+    check_against(t.name(), &params, arguments)
+}
+
+/// The check of [`check_args`] against `(name, type, required)` triples.
+fn check_against(
+    tool: &str,
+    params: &[(&str, Ty, bool)],
+    arguments: &str,
+) -> Result<Map<String, Value>, String> {
     let trimmed = arguments.trim();
     let v: Value = if trimmed.is_empty() {
         Value::Object(Map::new())
@@ -242,12 +229,11 @@ pub fn check_args(t: &ToolMeta, arguments: &str) -> Result<Map<String, Value>, S
         return Err("arguments must be a JSON object".into());
     };
     for (k, v) in &obj {
-        match t.params.iter().find(|p| p.name == k) {
+        match params.iter().find(|p| p.0 == k) {
             None => {
-                let known: Vec<&str> = t.params.iter().map(|p| p.name).collect();
+                let known: Vec<&str> = params.iter().map(|p| p.0).collect();
                 return Err(format!(
-                    "unknown argument {k:?} for {} (arguments: {})",
-                    t.name(),
+                    "unknown argument {k:?} for {tool} (arguments: {})",
                     if known.is_empty() {
                         "none".to_string()
                     } else {
@@ -255,23 +241,15 @@ pub fn check_args(t: &ToolMeta, arguments: &str) -> Result<Map<String, Value>, S
                     }
                 ));
             }
-            Some(p) if !v.is_null() && !p.ty.accepts(v) => {
-                return Err(format!(
-                    "argument {k:?} of {} must be {}",
-                    t.name(),
-                    p.ty.text()
-                ));
+            Some(p) if !v.is_null() && !p.1.accepts(v) => {
+                return Err(format!("argument {k:?} of {tool} must be {}", p.1.text()));
             }
             Some(_) => {}
         }
     }
-    for p in t.params.iter().filter(|p| p.required) {
-        if obj.get(p.name).is_none_or(Value::is_null) {
-            return Err(format!(
-                "missing required argument {:?} for {}",
-                p.name,
-                t.name()
-            ));
+    for p in params.iter().filter(|p| p.2) {
+        if obj.get(p.0).is_none_or(Value::is_null) {
+            return Err(format!("missing required argument {:?} for {tool}", p.0));
         }
     }
     Ok(obj)

@@ -189,6 +189,31 @@ pub fn write_project(dir: &Path, server: &Handle, policy: &str, task: &str) {
     }
 }
 
+/// Named checks that all run, each printed as it is made; the ones that
+/// failed are reported together (with their details) when it is dropped.
+#[derive(Default)]
+pub struct Checks(Vec<String>);
+
+impl Checks {
+    pub fn check(&mut self, cond: bool, what: &str, detail: &str) {
+        println!("  {} {what}", if cond { "ok  " } else { "FAIL" });
+        if !cond {
+            self.0.push(format!(
+                "{what}: {}",
+                detail.chars().take(1500).collect::<String>()
+            ));
+        }
+    }
+}
+
+impl Drop for Checks {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            assert!(self.0.is_empty(), "{}", self.0.join("\n---\n"));
+        }
+    }
+}
+
 pub fn scenario(json: &str) -> Handle {
     ScriptedServer::start(Scenario::from_str(json).unwrap()).unwrap()
 }

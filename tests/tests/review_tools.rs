@@ -40,28 +40,6 @@ fn run_steps(project: &TestProject, steps: Vec<serde_json::Value>, policy: &str)
     results
 }
 
-struct Checks(Vec<String>);
-
-impl Checks {
-    fn check(&mut self, cond: bool, what: &str, detail: &str) {
-        println!("  {} {what}", if cond { "ok  " } else { "FAIL" });
-        if !cond {
-            self.0.push(format!(
-                "{what}: {}",
-                detail.chars().take(1500).collect::<String>()
-            ));
-        }
-    }
-}
-
-impl Drop for Checks {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            assert!(self.0.is_empty(), "{}", self.0.join("\n---\n"));
-        }
-    }
-}
-
 /// Clears the immutable attribute a test set, even when the test fails.
 struct Immutable(PathBuf);
 
@@ -180,7 +158,7 @@ fn review_and_patch_tools_do_what_they_say_and_nothing_else() {
     let outside_now = read(&outside.join("x.conf"));
     let _ = std::fs::remove_dir_all(&outside);
 
-    let mut c = Checks(Vec::new());
+    let mut c = Checks::default();
     c.check(
         results[0].contains("-beta")
             && results[0].contains("+BETA")
@@ -354,7 +332,7 @@ fn read_journal_reads_entries_and_changes_no_journal() {
     .join()
     .unwrap();
     let (results, files_after) = results;
-    let mut c = Checks(Vec::new());
+    let mut c = Checks::default();
     c.check(
         results[0].contains("swtest")
             && results[0].contains("warning: swtest-marker warning entry")

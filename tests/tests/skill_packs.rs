@@ -55,28 +55,6 @@ fn skills_dir_private(project: &TestProject) {
     .unwrap();
 }
 
-struct Checks(Vec<String>);
-
-impl Checks {
-    fn check(&mut self, cond: bool, what: &str, detail: &str) {
-        println!("  {} {what}", if cond { "ok  " } else { "FAIL" });
-        if !cond {
-            self.0.push(format!(
-                "{what}: {}",
-                detail.chars().take(1500).collect::<String>()
-            ));
-        }
-    }
-}
-
-impl Drop for Checks {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            assert!(self.0.is_empty(), "{}", self.0.join("\n---\n"));
-        }
-    }
-}
-
 #[test]
 fn skill_packs_are_offered_run_confined_and_gated_by_their_manifests() {
     let test = "skill_packs_are_offered_run_confined_and_gated_by_their_manifests";
@@ -150,7 +128,7 @@ fn skill_packs_are_offered_run_confined_and_gated_by_their_manifests() {
         .and_then(|c| c.body.as_ref().map(|b| b.to_string()))
         .unwrap_or_default();
     let records = audit_records(&project);
-    let mut c = Checks(Vec::new());
+    let mut c = Checks::default();
     c.check(
         offered.contains("\"disk_usage\"")
             && offered.contains("\"cert_expiry\"")
