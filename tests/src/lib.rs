@@ -175,6 +175,79 @@ pub fn result_of(server: &Handle, i: usize) -> String {
         .unwrap_or_else(|| format!("no result for step {i}"))
 }
 
+/// A scripted model step: one call of tool `name` with `args`.
+pub fn tool_call(name: &str, args: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"tool_calls":[{"name":name,"arguments":args}]})
+}
+
+fn scripted(steps: Vec<serde_json::Value>) -> Handle {
+    let mut script = steps;
+    script.push(serde_json::json!({"content":"done\nTASK_STATUS: DONE"}));
+    scenario(&serde_json::json!({ "steps": script }).to_string())
+}
+
+/// A `sysward run --root` of `project` whose model makes `steps`, then ends
+/// DONE: the model server (what the model was sent), what the model got back
+/// for each step, and the run's output.
+pub struct ScriptedRun {
+    pub server: Handle,
+    pub results: Vec<String>,
+    pub output: Output,
+}
+
+/// Runs `project` (with `policy` as its policy block and `task` as its one
+/// task) through the real tree; panics, with the run's output, when a step
+/// got no result.
+pub fn run_scripted(
+    project: &TestProject,
+    steps: Vec<serde_json::Value>,
+    policy: &str,
+    task: &str,
+) -> ScriptedRun {
+    let n = steps.len();
+    let server = scripted(steps);
+    project
+        .init_conf_with_timeout(&server, 60)
+        .agent_md(policy)
+        .write("01-t.md", &format!("# T\n{task}\n"));
+    let output = run_sysward(
+        &["run", "--root", project.dir.to_str().unwrap(), "--json"],
+        Duration::from_secs(240),
+    );
+    let results: Vec<String> = (0..n).map(|i| result_of(&server, i)).collect();
+    if results.iter().any(|r| r.starts_with("no result")) {
+        panic!("a step got no result:\n{}", describe(&output));
+    }
+    ScriptedRun {
+        server,
+        results,
+        output,
+    }
+}
+
+/// The same session in this process (the broker library, a recording
+/// operator), for a test that runs it in namespaces of its own thread: `dir`
+/// is made afresh (0700). Returns the model server and what the model got
+/// back for each step.
+pub fn run_scripted_in_process(
+    dir: &Path,
+    steps: Vec<serde_json::Value>,
+    policy: &str,
+    task: &str,
+) -> (Handle, Vec<String>) {
+    let n = steps.len();
+    let server = scripted(steps);
+    let _ = fs::remove_dir_all(dir);
+    fs::create_dir_all(dir).unwrap();
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).unwrap();
+    write_project(dir, &server, policy, task);
+    let layout = sysward_broker::project::Layout::standalone(dir).unwrap();
+    let ctx = sysward_broker::context::broker_context_with_binaries(layout, &bin_dir()).unwrap();
+    let _ = run_tasks(&ctx, &Recorder::new());
+    let results = (0..n).map(|i| result_of(&server, i)).collect();
+    (server, results)
+}
+
 /// Writes a standalone project's init.conf (pointing at `server`), agent.md
 /// (with `policy` as its policy block) and one task file, each 0600, in an
 /// existing directory.

@@ -157,10 +157,6 @@ fn tls_server(config: Arc<rustls::ServerConfig>, plain_port: u16) -> u16 {
     port
 }
 
-fn call(name: &str, args: serde_json::Value) -> serde_json::Value {
-    serde_json::json!({"tool_calls":[{"name":name,"arguments":args}]})
-}
-
 fn run(name: &str, policy: &str, steps: Vec<serde_json::Value>) -> Vec<String> {
     ensure_accounts();
     let n = steps.len();
@@ -211,15 +207,15 @@ fn https_with_the_operators_ca_and_never_down_to_http() {
         "nettls",
         &policy(&format!("NETWORK_EXTRA_ROOTS={}", ca.display())),
         vec![
-            call(
+            tool_call(
                 "web_fetch",
                 serde_json::json!({"url": format!("{base}/page")}),
             ),
-            call(
+            tool_call(
                 "probe_http",
                 serde_json::json!({"url": format!("{base}/page")}),
             ),
-            call(
+            tool_call(
                 "web_fetch",
                 serde_json::json!({"url": format!("{base}/down")}),
             ),
@@ -228,7 +224,7 @@ fn https_with_the_operators_ca_and_never_down_to_http() {
     let without_ca = run(
         "nettlsnoca",
         &policy(""),
-        vec![call(
+        vec![tool_call(
             "web_fetch",
             serde_json::json!({"url": format!("{base}/page")}),
         )],

@@ -184,10 +184,6 @@ fn secret_site(_path: &str, _port: u16, _other: u16) -> Reply {
     ok("text/plain", "SECRET-INTERNAL-SERVICE")
 }
 
-fn call(name: &str, args: serde_json::Value) -> serde_json::Value {
-    serde_json::json!({"tool_calls":[{"name":name,"arguments":args}]})
-}
-
 fn result_of(server: &Handle, i: usize) -> String {
     server
         .chat_requests()
@@ -281,81 +277,81 @@ fn web_fetch_and_probes_reach_listed_servers_and_refuse_everything_else() {
         web.port
     );
     let steps = vec![
-        call(
+        tool_call(
             "web_fetch",
             serde_json::json!({"url": format!("{base}/page")}),
         ),
-        call(
+        tool_call(
             "web_fetch",
             serde_json::json!({"url": format!("{base}/notes.txt")}),
         ),
-        call(
+        tool_call(
             "web_fetch",
             serde_json::json!({"url": format!("{base}/hop/3")}),
         ),
-        call(
+        tool_call(
             "web_fetch",
             serde_json::json!({"url": format!("{base}/hop/7")}),
         ),
-        call(
+        tool_call(
             "web_fetch",
             serde_json::json!({"url": format!("{base}/to-unlisted")}),
         ),
-        call(
+        tool_call(
             "web_fetch",
             serde_json::json!({"url": format!("http://127.0.0.1:{}/secret", secret.port)}),
         ),
-        call(
+        tool_call(
             "web_fetch",
             serde_json::json!({"url": format!("{base}/to-metadata")}),
         ),
-        call(
+        tool_call(
             "web_fetch",
             serde_json::json!({"url": format!("{base}/to-file")}),
         ),
-        call(
+        tool_call(
             "web_fetch",
             serde_json::json!({"url": format!("{base}/huge")}),
         ),
-        call(
+        tool_call(
             "web_fetch",
             serde_json::json!({"url": format!("{base}/huge-stream")}),
         ),
-        call(
+        tool_call(
             "web_fetch",
             serde_json::json!({"url": format!("{base}/binary")}),
         ),
-        call(
+        tool_call(
             "web_fetch",
             serde_json::json!({"url": format!("{base}/slow")}),
         ),
-        call(
+        tool_call(
             "web_fetch",
             serde_json::json!({"url": "file:///etc/passwd"}),
         ),
-        call(
+        tool_call(
             "probe_http",
             serde_json::json!({"url": format!("{base}/page")}),
         ),
-        call(
+        tool_call(
             "probe_tcp",
             serde_json::json!({"host": "127.0.0.1", "port": web.port}),
         ),
-        call(
+        tool_call(
             "probe_tcp",
             serde_json::json!({"host": "127.0.0.1", "port": secret.port}),
         ),
-        call(
+        tool_call(
             "probe_dns",
             serde_json::json!({"name": "localhost", "type": "A"}),
         ),
-        call(
+        tool_call(
             "probe_dns",
             serde_json::json!({"name": "example.org", "server": "127.0.0.1:5353"}),
         ),
         // What the hostile page asked for: the policy decides as always.
-        call("shell", serde_json::json!({"command": "rm -rf /"})),
-        call(
+        tool_call("shell", serde_json::json!({"command": "rm -rf /"})),
+        tool_call(
             "probe_tcp",
             serde_json::json!({"host": "127.0.0.1", "port": closed}),
         ),
@@ -522,11 +518,11 @@ fn web_search_returns_capped_untrusted_results() {
         web.port
     );
     let steps = vec![
-        call(
+        tool_call(
             "web_search",
             serde_json::json!({"query": "nginx worker_processes"}),
         ),
-        call(
+        tool_call(
             "web_search",
             serde_json::json!({"query": "nginx", "max_results": 1}),
         ),
@@ -580,8 +576,8 @@ fn without_the_flags_or_the_listing_nothing_is_sent() {
         "ALLOW_NETWORK=true\nALLOW_WEB_RESEARCH=true",
         "",
         vec![
-            call("web_fetch", serde_json::json!({"url": url})),
-            call(
+            tool_call("web_fetch", serde_json::json!({"url": url})),
+            tool_call(
                 "probe_tcp",
                 serde_json::json!({"host": "localhost", "port": web.port}),
             ),
@@ -607,8 +603,8 @@ fn without_the_flags_or_the_listing_nothing_is_sent() {
         &format!("ALLOW_NETWORK=true\n{listed}"),
         "",
         vec![
-            call("web_fetch", serde_json::json!({"url": url})),
-            call("probe_http", serde_json::json!({"url": url})),
+            tool_call("web_fetch", serde_json::json!({"url": url})),
+            tool_call("probe_http", serde_json::json!({"url": url})),
         ],
     );
     c.check(
@@ -633,8 +629,8 @@ fn without_the_flags_or_the_listing_nothing_is_sent() {
         &format!("ALLOW_WEB_RESEARCH=true\n{listed}"),
         "",
         vec![
-            call("web_fetch", serde_json::json!({"url": url})),
-            call(
+            tool_call("web_fetch", serde_json::json!({"url": url})),
+            tool_call(
                 "probe_tcp",
                 serde_json::json!({"host": "127.0.0.1", "port": web.port}),
             ),
@@ -737,19 +733,19 @@ fn probe_dns_asks_a_listed_name_server_over_udp() {
     let (port, asked) = dns_server();
     let server = format!("127.0.0.1:{port}");
     let steps = vec![
-        call(
+        tool_call(
             "probe_dns",
             serde_json::json!({"name": "www.example.test", "server": server}),
         ),
-        call(
+        tool_call(
             "probe_dns",
             serde_json::json!({"name": "example.test", "type": "TXT", "server": server}),
         ),
-        call(
+        tool_call(
             "probe_dns",
             serde_json::json!({"name": "example.test", "type": "MX", "server": server}),
         ),
-        call(
+        tool_call(
             "probe_dns",
             serde_json::json!({"name": "example.test", "type": "ANY", "server": server}),
         ),

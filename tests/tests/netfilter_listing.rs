@@ -7,7 +7,6 @@
 //! requests a person must approve (nobody does here).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::Command;
 use sysward_tests::*;
@@ -65,7 +64,6 @@ fn a_read_only_action_lists_the_hosts_firewall_and_changes_nothing() {
         shell("nft -f /dev/null"),
         shell("iptables -A INPUT -p tcp --dport 4799 -j DROP"),
     ];
-    let n = steps.len();
     let (results, after) = std::thread::spawn({
         let project = project.clone();
         move || {
@@ -101,23 +99,12 @@ fn a_read_only_action_lists_the_hosts_firewall_and_changes_nothing() {
             ok(&[
                 "iptables", "-A", "INPUT", "-p", "tcp", "--dport", "4712", "-j", "DROP",
             ]);
-            let mut script: Vec<serde_json::Value> = steps;
-            script.push(serde_json::json!({"content":"done\nTASK_STATUS: DONE"}));
-            let server = scenario(&serde_json::json!({ "steps": script }).to_string());
-            let _ = std::fs::remove_dir_all(&project);
-            std::fs::create_dir_all(&project).unwrap();
-            std::fs::set_permissions(&project, std::fs::Permissions::from_mode(0o700)).unwrap();
-            write_project(
+            let (_server, results) = run_scripted_in_process(
                 &project,
-                &server,
+                steps,
                 "ALLOW_OUTSIDE_PROJECT_READ=true\nMAX_STEPS=30",
                 "Show the firewall.",
             );
-            let layout = sysward_broker::project::Layout::standalone(&project).unwrap();
-            let ctx =
-                sysward_broker::context::broker_context_with_binaries(layout, &bin_dir()).unwrap();
-            let _ = run_tasks(&ctx, &Recorder::new());
-            let results: Vec<String> = (0..n).map(|i| result_of(&server, i)).collect();
             let after = ok(&["nft", "list", "ruleset"]);
             (results, after)
         }

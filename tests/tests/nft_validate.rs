@@ -7,7 +7,6 @@
 //! a network namespace this test makes (never this machine's own ruleset).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::Command;
 use sysward_tests::*;
@@ -57,7 +56,6 @@ fn nft_check_validates_a_ruleset_and_a_loading_validate_loads_nothing() {
             &["-c", "nft -f \"$0\"", "{file}"],
         ),
     ];
-    let n = steps.len();
     let (results, before, after, records) = std::thread::spawn({
         let project = project.clone();
         move || {
@@ -68,23 +66,12 @@ fn nft_check_validates_a_ruleset_and_a_loading_validate_loads_nothing() {
             ok(&["ip", "link", "set", "lo", "up"]);
             ok(&["nft", "add", "table", "inet", "swkeep"]);
             let before = ok(&["nft", "list", "ruleset"]);
-            let mut script: Vec<serde_json::Value> = steps;
-            script.push(serde_json::json!({"content":"done\nTASK_STATUS: DONE"}));
-            let server = scenario(&serde_json::json!({ "steps": script }).to_string());
-            let _ = std::fs::remove_dir_all(&project);
-            std::fs::create_dir_all(&project).unwrap();
-            std::fs::set_permissions(&project, std::fs::Permissions::from_mode(0o700)).unwrap();
-            write_project(
+            let (_server, results) = run_scripted_in_process(
                 &project,
-                &server,
+                steps,
                 "MAX_STEPS=30",
                 "Check the firewall files.",
             );
-            let layout = sysward_broker::project::Layout::standalone(&project).unwrap();
-            let ctx =
-                sysward_broker::context::broker_context_with_binaries(layout, &bin_dir()).unwrap();
-            let _ = run_tasks(&ctx, &Recorder::new());
-            let results: Vec<String> = (0..n).map(|i| result_of(&server, i)).collect();
             let after = ok(&["nft", "list", "ruleset"]);
             let records: Vec<serde_json::Value> =
                 std::fs::read_to_string(project.join("audit.log"))

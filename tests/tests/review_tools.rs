@@ -14,30 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use sysward_tests::*;
 
-fn call(name: &str, args: serde_json::Value) -> serde_json::Value {
-    serde_json::json!({"tool_calls":[{"name":name,"arguments":args}]})
-}
-
 /// Runs the project's tasks with `steps` as the model's tool calls and
 /// returns what the model got back for each.
 fn run_steps(project: &TestProject, steps: Vec<serde_json::Value>, policy: &str) -> Vec<String> {
-    let n = steps.len();
-    let mut script = steps;
-    script.push(serde_json::json!({"content":"done\nTASK_STATUS: DONE"}));
-    let server = scenario(&serde_json::json!({ "steps": script }).to_string());
-    project
-        .init_conf_with_timeout(&server, 60)
-        .agent_md(policy)
-        .write("01-t.md", "# T\nReview and patch the files.\n");
-    let out = run_sysward(
-        &["run", "--root", project.dir.to_str().unwrap(), "--json"],
-        Duration::from_secs(240),
-    );
-    let results: Vec<String> = (0..n).map(|i| result_of(&server, i)).collect();
-    if results.iter().any(|r| r.starts_with("no result")) {
-        panic!("a step got no result:\n{}", describe(&out));
-    }
-    results
+    run_scripted(project, steps, policy, "Review and patch the files.").results
 }
 
 /// Clears the immutable attribute a test set, even when the test fails.
@@ -87,37 +67,37 @@ fn review_and_patch_tools_do_what_they_say_and_nothing_else() {
     );
     let escape = "--- a/../../etc/hostname\n+++ b/../../etc/hostname\n@@ -1 +1 @@\n-x\n+y\n";
     let steps = vec![
-        call(
+        tool_call(
             "diff_files",
             serde_json::json!({"path": p("a.conf"), "other": p("b.conf")}),
         ),
-        call(
+        tool_call(
             "diff_files",
             serde_json::json!({"path": p("a.conf"), "content": "alpha\nbeta\ngamma\ndelta\nepsilon\nzeta\nDELTA-ADDED\n"}),
         ),
-        call("diff_files", serde_json::json!({"path": p("a.conf")})),
-        call(
+        tool_call("diff_files", serde_json::json!({"path": p("a.conf")})),
+        tool_call(
             "tail_file",
             serde_json::json!({"path": p("log.txt"), "lines": 3}),
         ),
-        call(
+        tool_call(
             "tail_file",
             serde_json::json!({"path": p("grow.log"), "lines": 1, "follow_seconds": 3}),
         ),
-        call(
+        tool_call(
             "apply_patch",
             serde_json::json!({"patch": good_patch, "directory": project.dir.display().to_string()}),
         ),
-        call(
+        tool_call(
             "apply_patch",
             serde_json::json!({"patch": bad_hunk, "directory": project.dir.display().to_string()}),
         ),
-        call(
+        tool_call(
             "apply_patch",
             serde_json::json!({"patch": second_write_fails, "directory": project.dir.display().to_string()}),
         ),
-        call("apply_patch", serde_json::json!({"patch": outside_patch})),
-        call(
+        tool_call("apply_patch", serde_json::json!({"patch": outside_patch})),
+        tool_call(
             "apply_patch",
             serde_json::json!({"patch": escape, "directory": project.dir.display().to_string()}),
         ),
@@ -278,16 +258,16 @@ fn read_journal_reads_entries_and_changes_no_journal() {
     ensure_accounts();
     let project = TestProject::new("read-journal");
     let steps = vec![
-        call(
+        tool_call(
             "read_journal",
             serde_json::json!({"grep": "swtest-marker", "lines": 20}),
         ),
-        call("read_journal", serde_json::json!({"rotate": true})),
-        call(
+        tool_call("read_journal", serde_json::json!({"rotate": true})),
+        tool_call(
             "read_journal",
             serde_json::json!({"grep": "swtest-marker", "priority": "warning"}),
         ),
-        call(
+        tool_call(
             "read_journal",
             serde_json::json!({"unit": "--vacuum-size=1"}),
         ),

@@ -13,10 +13,6 @@ use std::process::Command;
 use std::time::Duration;
 use sysward_tests::*;
 
-fn call(name: &str, args: serde_json::Value) -> serde_json::Value {
-    serde_json::json!({"tool_calls":[{"name":name,"arguments":args}]})
-}
-
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
 }
@@ -98,30 +94,27 @@ fn skill_packs_are_offered_run_confined_and_gated_by_their_manifests() {
         .unwrap();
     assert!(made.status.success(), "{}", describe(&made));
     let steps = vec![
-        call(
+        tool_call(
             "disk_usage",
             serde_json::json!({"paths": [project.dir.display().to_string()], "warn_percent": 101}),
         ),
-        call(
+        tool_call(
             "cert_expiry",
             serde_json::json!({"files": [cert.display().to_string()], "warn_days": 30}),
         ),
-        call("reach_out", serde_json::json!({})),
-        call("disk_usage", serde_json::json!({"paths": "/"})),
+        tool_call("reach_out", serde_json::json!({})),
+        tool_call("disk_usage", serde_json::json!({"paths": "/"})),
     ];
-    let n = steps.len();
-    let mut script = steps;
-    script.push(serde_json::json!({"content":"done\nTASK_STATUS: DONE"}));
-    let server = scenario(&serde_json::json!({ "steps": script }).to_string());
-    project
-        .init_conf_with_timeout(&server, 60)
-        .agent_md("MAX_STEPS=30")
-        .write("01-t.md", "# T\nReport disk space and certificates.\n");
-    let out = run_sysward(
-        &["run", "--root", project.dir.to_str().unwrap(), "--json"],
-        Duration::from_secs(240),
+    let ScriptedRun {
+        server,
+        results,
+        output: out,
+    } = run_scripted(
+        &project,
+        steps,
+        "MAX_STEPS=30",
+        "Report disk space and certificates.",
     );
-    let results: Vec<String> = (0..n).map(|i| result_of(&server, i)).collect();
     let offered = server
         .chat_requests()
         .first()
