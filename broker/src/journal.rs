@@ -35,13 +35,9 @@ fn checked<'a>(
     what: &str,
     value: &'a str,
     max: usize,
-    ok: impl Fn(char) -> bool,
+    ok: impl Fn(usize, char) -> bool,
 ) -> Result<&'a str, String> {
-    if value.is_empty()
-        || value.len() > max
-        || !value.chars().all(ok)
-        || value.starts_with('-') && what == "unit"
-    {
+    if value.is_empty() || value.len() > max || !value.chars().enumerate().all(|(i, c)| ok(i, c)) {
         return Err(format!(
             "read_journal: {what} {:?} is not accepted (at most {max} characters of the usual form)",
             crate::sanitize::one_line(value, 80)
@@ -71,8 +67,9 @@ pub fn argv(arguments: &str) -> Result<Vec<String>, String> {
     .collect();
     argv.push(format!("--lines={n}"));
     if let Some(u) = &a.unit {
-        let u = checked("unit", u, 256, |c| {
-            c.is_ascii_alphanumeric() || "@._:-\\".contains(c)
+        // Never an option: `--vacuum-size=1` is not a unit.
+        let u = checked("unit", u, 256, |i, c| {
+            (c.is_ascii_alphanumeric() || "@._:-\\".contains(c)) && (i > 0 || c != '-')
         })?;
         argv.push(format!("--unit={u}"));
     }
@@ -90,7 +87,7 @@ pub fn argv(arguments: &str) -> Result<Vec<String>, String> {
             })?;
         argv.push(format!("--priority={level}"));
     }
-    let time_char = |c: char| c.is_ascii_alphanumeric() || " :.+-".contains(c);
+    let time_char = |_: usize, c: char| c.is_ascii_alphanumeric() || " :.+-".contains(c);
     if let Some(s) = &a.since {
         argv.push(format!("--since={}", checked("since", s, 64, time_char)?));
     }
