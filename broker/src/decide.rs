@@ -116,9 +116,16 @@ pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, 
         // The agent keeps memoria.md itself (each change reaches the broker
         // as its own audited request), and a secret is asked for by its own
         // request kind: neither is an action.
-        Tool::ProbeTcp | Tool::ProbeDns | Tool::ProbeHttp | Tool::WebFetch | Tool::WebSearch => Ok(
-            Plan::Net(crate::net_action::plan(tool, &req.arguments, default_cwd)?),
-        ),
+        Tool::ProbeTcp
+        | Tool::ProbeDns
+        | Tool::ProbeHttp
+        | Tool::WebFetch
+        | Tool::WebSearch
+        | Tool::Download => Ok(Plan::Net(crate::net_action::plan(
+            tool,
+            &req.arguments,
+            default_cwd,
+        )?)),
         Tool::Remember | Tool::Forget | Tool::AskSecret => {
             Err(format!("{} is not an action the broker runs", tool.name()))
         }
@@ -585,7 +592,11 @@ pub fn request_of(plan: &Plan) -> OwnedRequest {
         },
         Plan::Net(n) => OwnedRequest::Tool {
             name: n.tool.name().to_string(),
-            targets: Vec::new(),
+            // A download's file is judged as write_file's would be.
+            targets: match &n.what {
+                crate::net_action::NetTool::Download(d) => vec![d.target.clone()],
+                _ => Vec::new(),
+            },
             recursive: false,
             cwd: n.cwd.clone(),
         },

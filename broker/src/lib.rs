@@ -16,6 +16,7 @@ pub mod config;
 pub mod context;
 pub mod control;
 pub mod decide;
+pub mod download;
 pub mod gateway_link;
 pub mod init;
 pub mod journal;

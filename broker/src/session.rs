@@ -1113,6 +1113,9 @@ impl<'a> Session<'a> {
                 crate::decide::Plan::Net(net) => {
                     let out = self.execute_net(&call_id, net, &decision, start);
                     record["hops"] = json!(out.hops);
+                    if let Some(d) = out.download {
+                        record["download"] = d;
+                    }
                     (out.result, None, out.ran)
                 }
                 _ => self.execute(&call_id, &plan, &decision, start),
@@ -1408,6 +1411,7 @@ impl<'a> Session<'a> {
                 ),
                 ran: false,
                 hops: Vec::new(),
+                download: None,
             };
         };
         let run = crate::net_action::NetRun {
@@ -1418,6 +1422,8 @@ impl<'a> Session<'a> {
             allow: self.engine.block().network_allow.clone(),
             search_url: self.project.conf.search_url.clone(),
             extra_roots: self.engine.block().network_extra_roots.clone(),
+            max_download: self.engine.block().max_download_size,
+            state_dir: self.ctx.layout.state_dir.clone(),
             action_id: format!("{}-{}", self.id, self.actions),
         };
         let timeout = Duration::from_secs(u64::from(profile.timeout_secs.max(1)));

@@ -105,8 +105,22 @@ pub fn spawn_with_channel(
     stdout: Stdio,
     stderr: Stdio,
 ) -> Result<Child> {
+    spawn_with_channel_and_file(program, args, channel, None, stdout, stderr)
+}
+
+/// [`spawn_with_channel`], with `file` (when given) as fd 4 as well: the one
+/// file a confined network executor writes, which it never opens itself.
+pub fn spawn_with_channel_and_file(
+    program: &Path,
+    args: &[String],
+    channel: OwnedFd,
+    file: Option<OwnedFd>,
+    stdout: Stdio,
+    stderr: Stdio,
+) -> Result<Child> {
     // Prepared here: no allocation after fork.
     let channel_fd = channel.as_raw_fd();
+    let file_fd = file.as_ref().map(|f| f.as_raw_fd()).unwrap_or(-1);
     let mut cmd = Command::new(program);
     cmd.args(args)
         .env_clear()
@@ -132,7 +146,15 @@ pub fn spawn_with_channel(
             // that, nor anything ignored.
             sysward_sandbox::sys::reset_signals()?;
             let copy = libc::fcntl(channel_fd, libc::F_DUPFD_CLOEXEC, 10);
-            if copy < 0 || libc::dup2(copy, EXEC_CHANNEL_FD) < 0 {
+            let file_copy = if file_fd >= 0 {
+                libc::fcntl(file_fd, libc::F_DUPFD_CLOEXEC, 10)
+            } else {
+                0
+            };
+            if copy < 0 || file_copy < 0 || libc::dup2(copy, EXEC_CHANNEL_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if file_fd >= 0 && libc::dup2(file_copy, sysward_ipc::net::NET_DOWNLOAD_FD) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -142,5 +164,6 @@ pub fn spawn_with_channel(
         .spawn()
         .with_context(|| format!("cannot start {}", program.display()))?;
     drop(channel);
+    drop(file);
     Ok(child)
 }

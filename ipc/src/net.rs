@@ -17,6 +17,10 @@ use std::net::IpAddr;
 /// The fd number the network executor finds its channel on.
 pub const NET_CHANNEL_FD: i32 = 3;
 
+/// The fd a `download` executor finds the broker's temporary file on (open
+/// for writing; the executor never learns its path).
+pub const NET_DOWNLOAD_FD: i32 = 4;
+
 /// Longest URL accepted anywhere (request, redirect, search endpoint).
 pub const MAX_URL_LEN: usize = 4096;
 
@@ -55,6 +59,31 @@ pub struct ProbeHttpArgs {
 #[serde(deny_unknown_fields)]
 pub struct WebFetchArgs {
     pub url: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// `download`: at most one of `sha256`, `sha512`, `checksum_url`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DownloadArgs {
+    pub url: String,
+    /// The file to create; default `.agent/downloads/NAME` (NAME from the
+    /// URL). A path ending in `/` is a directory the URL's name goes into.
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub sha256: Option<String>,
+    #[serde(default)]
+    pub sha512: Option<String>,
+    /// A sha256sum/sha512sum-format file listing the download's name.
+    #[serde(default)]
+    pub checksum_url: Option<String>,
+    /// Replace an existing file (kept as a backup).
+    #[serde(default)]
+    pub overwrite: Option<bool>,
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
     #[serde(default)]
     pub reason: Option<String>,
 }
@@ -117,6 +146,9 @@ pub enum HttpPurpose {
     Fetch,
     /// A SearXNG-compatible JSON answer rendered as a result list.
     Search { max_results: u32 },
+    /// The body written as it comes to the file on [`NET_DOWNLOAD_FD`]
+    /// (a 2xx answer only); the broker hashes and places it.
+    Download,
 }
 
 /// One network operation.
@@ -359,6 +391,13 @@ pub enum NetReport {
     ConfinementFailed { step: String, error: String },
     /// The spec itself was refused.
     Refused { error: String },
+    /// A download's body is in the broker's file: `bytes` written, the
+    /// server's content type (cleaned, possibly empty).
+    Downloaded {
+        url: String,
+        bytes: u64,
+        content_type: String,
+    },
 }
 
 /// A spec carries up to a few MiB of trust roots.
@@ -374,7 +413,7 @@ pub enum NetRequest {
 
 impl_message!(NetRequest, "network spec", NET_SPEC_MAX, { Run = 1 });
 impl_message!(NetReport, "network report", NET_REPORT_MAX, {
-    Done = 1, Redirect = 2, Failed = 3, ConfinementFailed = 4, Refused = 5,
+    Done = 1, Redirect = 2, Failed = 3, ConfinementFailed = 4, Refused = 5, Downloaded = 6,
 });
 
 #[cfg(test)]

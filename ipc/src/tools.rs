@@ -40,6 +40,7 @@ pub enum Tool {
     ProbeHttp,
     WebFetch,
     WebSearch,
+    Download,
 }
 
 impl Tool {
@@ -73,6 +74,7 @@ impl Tool {
         Tool::ProbeHttp,
         Tool::WebFetch,
         Tool::WebSearch,
+        Tool::Download,
     ];
 
     /// The name the model calls it by.
@@ -106,6 +108,7 @@ impl Tool {
             Tool::ProbeHttp => "probe_http",
             Tool::WebFetch => "web_fetch",
             Tool::WebSearch => "web_search",
+            Tool::Download => "download",
         }
     }
 
@@ -116,6 +119,7 @@ impl Tool {
         match self {
             Tool::ProbeTcp | Tool::ProbeDns | Tool::ProbeHttp => &["ALLOW_NETWORK"],
             Tool::WebFetch | Tool::WebSearch => &["ALLOW_NETWORK", "ALLOW_WEB_RESEARCH"],
+            Tool::Download => &["ALLOW_NETWORK", "ALLOW_DOWNLOADS"],
             _ => &[],
         }
     }
@@ -525,6 +529,21 @@ pub static TOOLS: &[ToolMeta] = &[
         desc: "Search the web.",
         effect: Effect::Network,
         params: &[p("query", Ty::Str, true, ""), p("max_results", Ty::Int, false, "")],
+    },
+    ToolMeta {
+        tool: Tool::Download,
+        desc: "Download a file over HTTP(S), size-capped, verified by sha256, sha512 or checksum_url (at most one).",
+        effect: Effect::Network,
+        params: &[
+            p("url", Ty::Str, true, ""),
+            p("path", Ty::Str, false, "default .agent/downloads/NAME"),
+            p("sha256", Ty::Str, false, "hex"),
+            p("sha512", Ty::Str, false, "hex"),
+            p("checksum_url", Ty::Str, false, "a sha256sum/sha512sum file"),
+            p("overwrite", Ty::Bool, false, "replace an existing file (backup kept)"),
+            TIMEOUT,
+            REASON,
+        ],
     },
 ];
 

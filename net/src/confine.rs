@@ -57,6 +57,18 @@ pub fn before_resolving(
     keep_fd: i32,
     ports: &[u16],
 ) -> Result<(), SandboxError> {
+    before_resolving_keeping(uid, gid, &[keep_fd], ports)
+}
+
+/// [`before_resolving`], keeping more than the channel open (a download's
+/// file). Landlock checks a file when it is opened, so a descriptor the
+/// broker opened stays writable while the process can open no file itself.
+pub fn before_resolving_keeping(
+    uid: u32,
+    gid: u32,
+    keep_fds: &[i32],
+    ports: &[u16],
+) -> Result<(), SandboxError> {
     if uid == 0 || gid == 0 {
         return Err(SandboxError::step(
             "account",
@@ -64,7 +76,7 @@ pub fn before_resolving(
         ));
     }
     process::ensure_single_threaded()?;
-    process::close_fds_except(&[keep_fd])?;
+    process::close_fds_except(keep_fds)?;
     sys::setrlimit(libc::RLIMIT_CORE, 0).map_err(|e| SandboxError::io("rlimit core", e))?;
     // Bodies are capped at a few MiB, but turning hostile HTML into text can
     // take far more memory than its size: the address space is bounded too.

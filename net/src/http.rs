@@ -6,7 +6,7 @@ use crate::{address, confine, resolve, runtime, Stop};
 use reqwest::{Certificate, Url};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
-use sysward_ipc::net::{HttpPurpose, NetReport, NetSpec, MAX_URL_LEN};
+use sysward_ipc::net::{HttpPurpose, NetReport, NetSpec, MAX_URL_LEN, NET_DOWNLOAD_FD};
 
 /// Headers a probe shows.
 const PROBE_HEADERS: &[&str] = &[
@@ -58,12 +58,16 @@ pub fn get(spec: &NetSpec, raw: &str, purpose: HttpPurpose) -> Result<NetReport,
         .port_or_known_default()
         .ok_or_else(|| format!("{raw:?} has no port"))?;
     let host = url.host_str().unwrap_or_default().to_string();
-    confine::before_resolving(
-        spec.uid,
-        spec.gid,
-        sysward_ipc::net::NET_CHANNEL_FD,
-        &[port],
-    )?;
+    let mut keep = vec![sysward_ipc::net::NET_CHANNEL_FD];
+    if purpose == HttpPurpose::Download {
+        keep.push(NET_DOWNLOAD_FD);
+    }
+    confine::before_resolving_keeping(spec.uid, spec.gid, &keep, &[port])?;
+    let mut sink = if purpose == HttpPurpose::Download {
+        Some(download_file()?)
+    } else {
+        None
+    };
     let started = Instant::now();
     let addrs = resolve::host(&host)?;
     let resolved = started.elapsed();
@@ -106,7 +110,11 @@ pub fn get(spec: &NetSpec, raw: &str, purpose: HttpPurpose) -> Result<NetReport,
         .map_err(|e| format!("cannot set up the HTTP client: {}", chain(&e)))?;
     let rt = runtime()?;
     let exchange = rt.block_on(async {
-        tokio::time::timeout(limit, exchange(&client, &url, spec.max_body, purpose)).await
+        tokio::time::timeout(
+            limit,
+            exchange(&client, &url, spec.max_body, purpose, sink.as_mut()),
+        )
+        .await
     });
     let exchanged = match exchange {
         Ok(r) => r?,
@@ -121,12 +129,37 @@ pub fn get(spec: &NetSpec, raw: &str, purpose: HttpPurpose) -> Result<NetReport,
     finish(&url, purpose, exchanged, resolved, total, spec.max_body)
 }
 
+/// The broker's file on [`NET_DOWNLOAD_FD`]: checked to be an empty
+/// regular file open for writing, so that a body never lands elsewhere.
+fn download_file() -> Result<std::fs::File, Stop> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: F_GETFL only queries the descriptor.
+    let flags = unsafe { libc::fcntl(NET_DOWNLOAD_FD, libc::F_GETFL) };
+    if flags < 0 || flags & libc::O_ACCMODE == libc::O_RDONLY {
+        return Err(Stop::Failed(format!(
+            "fd {NET_DOWNLOAD_FD} is not a file open for writing; the broker hands a download its file there"
+        )));
+    }
+    // SAFETY: the fd is open (checked), kept across the fd sweep for this
+    // purpose, and owned by nothing else in this process.
+    let file = unsafe { std::fs::File::from_raw_fd(NET_DOWNLOAD_FD) };
+    match file.metadata() {
+        Ok(m) if m.is_file() && m.len() == 0 => Ok(file),
+        Ok(_) => Err(Stop::Failed(format!(
+            "fd {NET_DOWNLOAD_FD} is not an empty regular file"
+        ))),
+        Err(e) => Err(Stop::Failed(format!("fd {NET_DOWNLOAD_FD}: {e}"))),
+    }
+}
+
 /// What came back from the server.
 struct Exchanged {
     status: reqwest::StatusCode,
     headers: reqwest::header::HeaderMap,
     certificate: Option<Vec<u8>>,
     body: Vec<u8>,
+    /// Bytes written to a download's file.
+    written: u64,
     to_headers: Duration,
 }
 
@@ -135,6 +168,7 @@ async fn exchange(
     url: &Url,
     max_body: u64,
     purpose: HttpPurpose,
+    mut sink: Option<&mut std::fs::File>,
 ) -> Result<Exchanged, Stop> {
     let start = Instant::now();
     let mut resp = client
@@ -151,6 +185,13 @@ async fn exchange(
         .and_then(|t| t.peer_certificate())
         .map(<[u8]>::to_vec);
     let mut body = Vec::new();
+    let mut written: u64 = 0;
+    if purpose == HttpPurpose::Download && !status.is_redirection() && !status.is_success() {
+        return Err(Stop::Failed(format!(
+            "{url}: the server answered HTTP {}; nothing was kept",
+            status.as_u16()
+        )));
+    }
     // A probe and a redirect need no body.
     if purpose != HttpPurpose::Probe && !status.is_redirection() {
         if let Some(len) = resp.content_length() {
@@ -165,12 +206,21 @@ async fn exchange(
             .await
             .map_err(|e| format!("{url}: reading the body: {}", chain(&e)))?
         {
-            if body.len() as u64 + chunk.len() as u64 > max_body {
+            let so_far = body.len() as u64 + written;
+            if so_far + chunk.len() as u64 > max_body {
                 return Err(Stop::Failed(format!(
                     "{url}: the response is larger than the {max_body}-byte cap; nothing was kept"
                 )));
             }
-            body.extend_from_slice(&chunk);
+            match sink.as_deref_mut() {
+                Some(file) => {
+                    use std::io::Write as _;
+                    file.write_all(&chunk)
+                        .map_err(|e| format!("{url}: writing the download: {e}"))?;
+                    written += chunk.len() as u64;
+                }
+                None => body.extend_from_slice(&chunk),
+            }
         }
     }
     Ok(Exchanged {
@@ -178,6 +228,7 @@ async fn exchange(
         headers,
         certificate,
         body,
+        written,
         to_headers,
     })
 }
@@ -263,6 +314,11 @@ fn finish(
                 url: Some(url.to_string()),
             })
         }
+        HttpPurpose::Download => Ok(NetReport::Downloaded {
+            url: url.to_string(),
+            bytes: ex.written,
+            content_type: header("content-type").unwrap_or_default(),
+        }),
         HttpPurpose::Search { max_results } => {
             if !ex.status.is_success() {
                 return Err(Stop::Failed(format!(

@@ -63,7 +63,7 @@ fn main() {
     let code = match report {
         NetReport::ConfinementFailed { .. } | NetReport::Refused { .. } => EXIT_NOT_RUN,
         NetReport::Failed { .. } => 1,
-        NetReport::Done { .. } | NetReport::Redirect { .. } => 0,
+        NetReport::Done { .. } | NetReport::Redirect { .. } | NetReport::Downloaded { .. } => 0,
     };
     send(&chan, &report);
     std::process::exit(code);

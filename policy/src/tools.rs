@@ -75,6 +75,9 @@ pub fn catalog(tool: Tool) -> Option<ToolSpec> {
         // listed them (NETWORK_ALLOW).
         Tool::ProbeTcp | Tool::ProbeDns | Tool::ProbeHttp => (C::Network, R::Low, A::None),
         Tool::WebFetch | Tool::WebSearch => (C::Network, R::Low, A::None),
+        // Gated by ALLOW_NETWORK and ALLOW_DOWNLOADS (the category), and its
+        // one target judged exactly as write_file's.
+        Tool::Download => (C::Download, R::Low, A::Write),
     };
     Some(ToolSpec {
         tool,
@@ -94,7 +97,12 @@ pub fn is_web_research(tool: Tool) -> bool {
 pub fn is_network(tool: Tool) -> bool {
     matches!(
         tool,
-        Tool::ProbeTcp | Tool::ProbeDns | Tool::ProbeHttp | Tool::WebFetch | Tool::WebSearch
+        Tool::ProbeTcp
+            | Tool::ProbeDns
+            | Tool::ProbeHttp
+            | Tool::WebFetch
+            | Tool::WebSearch
+            | Tool::Download
     )
 }
 
@@ -206,7 +214,8 @@ mod tests {
     #[test]
     fn the_gates_the_agent_withholds_by_are_the_catalogs() {
         for t in Tool::ALL {
-            let network = catalog(*t).is_some_and(|s| s.category == Category::Network);
+            let network = catalog(*t)
+                .is_some_and(|s| matches!(s.category, Category::Network | Category::Download));
             assert_eq!(
                 network,
                 t.gates().contains(&"ALLOW_NETWORK"),
