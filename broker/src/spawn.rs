@@ -134,10 +134,10 @@ pub fn spawn_with_channel_and_file(
         .stderr(stderr);
     // SAFETY: the closure runs between fork and exec in the child and calls only
     // async-signal-safe functions (fcntl, dup2, raw rt_sigaction and
-    // rt_sigprocmask) on fds it owns, with no allocation. The channel is first
-    // copied above 10 (close-on-exec), so that it is right even when it already
-    // sits on fd 3; dup2 onto 3 clears close-on-exec on the copy the program
-    // keeps.
+    // rt_sigprocmask) on fds it owns, with no allocation. The channel (and the
+    // file) are first copied above 10 (close-on-exec), so that each is right
+    // even when one already sits on fd 3 or 4; dup2 onto 3 (and 4) clears
+    // close-on-exec on the copies the program keeps.
     unsafe {
         cmd.pre_exec(move || {
             // std keeps the signal mask across exec: the broker blocks SIGINT

@@ -19,13 +19,15 @@
 use crate::block::{OperatorRule, RuleAction, WriteRule};
 
 /// The file tools a pre-approval may name: those of the shared tool list
-/// that change files (by their catalog entry).
+/// that change files (by their catalog entry). `download` writes a file too,
+/// but what it writes comes from the network: it is not pre-approvable.
 fn file_tools() -> Vec<&'static str> {
     use crate::tools::Access;
     sysward_ipc::tools::Tool::ALL
         .iter()
         .filter_map(|t| crate::tools::catalog(*t))
         .filter(|s| !matches!(s.access, Access::None | Access::Read))
+        .filter(|s| !crate::tools::is_network(s.tool))
         .map(|s| s.tool.name())
         .collect()
 }
