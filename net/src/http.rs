@@ -61,6 +61,10 @@ pub fn get(spec: &NetSpec, raw: &str, purpose: HttpPurpose) -> Result<NetReport,
     let mut keep = vec![sysward_ipc::net::NET_CHANNEL_FD];
     if purpose == HttpPurpose::Download {
         keep.push(NET_DOWNLOAD_FD);
+        // The kernel's bound on the file as well as this process's own
+        // check: even a subverted executor cannot grow it past the cap.
+        sysward_sandbox::sys::setrlimit(libc::RLIMIT_FSIZE, spec.max_body.max(1))
+            .map_err(|e| Stop::Failed(format!("cannot bound the download's size: {e}")))?;
     }
     confine::before_resolving_keeping(spec.uid, spec.gid, &keep, &[port])?;
     let mut sink = if purpose == HttpPurpose::Download {
