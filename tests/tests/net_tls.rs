@@ -1,7 +1,8 @@
 //! https through the network executor, as root, against a TLS server on
 //! loopback with a CA this test makes (the `openssl` command): trusted only
 //! through the policy's NETWORK_EXTRA_ROOTS, its certificate shown by
-//! probe_http, and a redirect from it down to plain http refused.
+//! probe_http, a download over https placed, and a redirect from it down to
+//! plain http refused (for web_fetch and download alike).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -157,7 +158,9 @@ fn tls_server(config: Arc<rustls::ServerConfig>, plain_port: u16) -> u16 {
     port
 }
 
-fn run(name: &str, policy: &str, steps: Vec<serde_json::Value>) -> Vec<String> {
+/// Runs the steps; returns each step's result and what the project's
+/// downloads directory holds afterwards.
+fn run(name: &str, policy: &str, steps: Vec<serde_json::Value>) -> (Vec<String>, Vec<String>) {
     ensure_accounts();
     let n = steps.len();
     let mut script = steps;
@@ -181,7 +184,15 @@ fn run(name: &str, policy: &str, steps: Vec<serde_json::Value>) -> Vec<String> {
                 .unwrap_or_else(|| format!("no result for step {i}: {}", describe(&out)))
         })
         .collect();
-    results
+    let mut downloads: Vec<String> = std::fs::read_dir(p.path(".agent/downloads"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    downloads.sort();
+    (results, downloads)
 }
 
 #[test]
@@ -201,9 +212,9 @@ fn https_with_the_operators_ca_and_never_down_to_http() {
     let port = tls_server(config, plain_port);
     let base = format!("https://127.0.0.1:{port}");
     let policy = |roots: &str| {
-        format!("ALLOW_NETWORK=true\nALLOW_WEB_RESEARCH=true\nNETWORK_ALLOW=127.0.0.1\n{roots}")
+        format!("ALLOW_NETWORK=true\nALLOW_WEB_RESEARCH=true\nALLOW_DOWNLOADS=true\nNETWORK_ALLOW=127.0.0.1\n{roots}")
     };
-    let with_ca = run(
+    let (with_ca, downloaded) = run(
         "nettls",
         &policy(&format!("NETWORK_EXTRA_ROOTS={}", ca.display())),
         vec![
@@ -219,9 +230,17 @@ fn https_with_the_operators_ca_and_never_down_to_http() {
                 "web_fetch",
                 serde_json::json!({"url": format!("{base}/down")}),
             ),
+            tool_call(
+                "download",
+                serde_json::json!({"url": format!("{base}/page"), "path": ".agent/downloads/page.html"}),
+            ),
+            tool_call(
+                "download",
+                serde_json::json!({"url": format!("{base}/down"), "path": ".agent/downloads/down.txt"}),
+            ),
         ],
     );
-    let without_ca = run(
+    let (without_ca, _) = run(
         "nettlsnoca",
         &policy(""),
         vec![tool_call(
@@ -254,6 +273,22 @@ fn https_with_the_operators_ca_and_never_down_to_http() {
         with_ca[2].contains("https to plain http") && with_ca[2].contains("status=\"error\""),
         "a redirect from https to http is refused",
         &with_ca[2],
+    );
+    check(
+        with_ca[3].contains("DATA FROM THE NETWORK: a download from https://127.0.0.1")
+            && with_ca[3].contains("content type: text/html"),
+        "an https download arrives with the operator's CA",
+        &with_ca[3],
+    );
+    check(
+        with_ca[4].contains("https to plain http") && with_ca[4].contains("status=\"error\""),
+        "a download redirected from https to http is refused",
+        &with_ca[4],
+    );
+    check(
+        downloaded == ["page.html"],
+        "only the https download is on disk, no temporary file",
+        &format!("{downloaded:?}"),
     );
     check(
         plain.accept().is_err(),
