@@ -219,10 +219,13 @@ pub struct TempFile<'a> {
 
 impl<'a> TempFile<'a> {
     pub fn create(dir: &'a OwnedFd, for_name: &str, kind: &str) -> Result<TempFile<'a>, String> {
-        let tag = crate::project::random_hex(6).map_err(|e| format!("{e:#}"))?;
+        let tag = crate::project::random_hex(4).map_err(|e| format!("{e:#}"))?;
+        let n = u64::from_str_radix(&tag, 16).unwrap_or(0);
         let mut short: String = for_name.chars().take(64).collect();
         short.retain(|c| c != '/');
-        let name = format!(".{short}.sysward-{kind}-{tag}");
+        // The stale-temporaries pattern (`.NAME.sysward-KIND.PID.N`, the
+        // broker's pid): what a killed broker leaves is swept next session.
+        let name = format!(".{short}.sysward-{kind}.{}.{n}", std::process::id());
         let fd = openat(
             dir.as_fd(),
             name.as_str(),

@@ -330,6 +330,9 @@ pub struct NetRun<'a> {
     /// The broker's state directory (the default downloads directory is
     /// under it).
     pub state_dir: PathBuf,
+    /// Where a download's directory is noted, so that a temporary file a
+    /// killed broker leaves there is swept by the next session.
+    pub layout: &'a crate::project::Layout,
     pub action_id: String,
 }
 
@@ -644,6 +647,16 @@ fn fetch(
     (report, hops, ran)
 }
 
+/// Clears the stale-temporaries note when a download ends, however it ends
+/// (its temporary files are gone by then).
+struct Noted<'a>(&'a crate::project::Layout);
+
+impl Drop for Noted<'_> {
+    fn drop(&mut self) {
+        crate::stale_temps::clear(self.0);
+    }
+}
+
 /// The message of a report that is not the download asked for.
 fn not_downloaded(report: NetReport) -> (ToolStatus, String) {
     match report {
@@ -708,6 +721,14 @@ fn download(
         Ok(x) => x,
         Err(e) => fail!(ToolStatus::Error, format!("{e}; nothing was downloaded")),
     };
+    let dir_path = d.target.parent().map(Path::to_path_buf).unwrap_or_default();
+    if let Err(e) = crate::stale_temps::note(run.layout, std::slice::from_ref(&dir_path)) {
+        fail!(
+            ToolStatus::Error,
+            format!("cannot note the download's directory, so nothing was downloaded: {e:#}")
+        );
+    }
+    let _noted = Noted(run.layout);
     let existing = match dl::exists(&dir, &name) {
         Ok(x) => x,
         Err(e) => fail!(ToolStatus::Error, format!("{e}; nothing was downloaded")),

@@ -1424,6 +1424,7 @@ impl<'a> Session<'a> {
             extra_roots: self.engine.block().network_extra_roots.clone(),
             max_download: self.engine.block().max_download_size,
             state_dir: self.ctx.layout.state_dir.clone(),
+            layout: &self.ctx.layout,
             action_id: format!("{}-{}", self.id, self.actions),
         };
         let timeout = Duration::from_secs(u64::from(profile.timeout_secs.max(1)));

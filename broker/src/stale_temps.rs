@@ -2,7 +2,8 @@
 //!
 //! The executor replaces a file atomically through a temporary next to it,
 //! `.<name>.sysward-<tag>.<pid>.<n>` (the executor's pid), removed when the
-//! operation ends or fails. An executor killed mid-write (or a broker killed
+//! operation ends or fails; a `download`'s temporaries have the same form,
+//! with the broker's pid. An executor killed mid-write (or a broker killed
 //! with it) leaves it there: up to the size of the content, possibly in
 //! `/etc`. The broker notes the directories of each file operation before it
 //! runs (in `.agent/file-ops.pending`, which actions see read-only), sweeps
@@ -178,6 +179,9 @@ mod tests {
     fn only_the_executors_temporary_names_match() {
         assert_eq!(temp_pid(b".hosts.sysward-tmp.4242.0"), Some(4242));
         assert_eq!(temp_pid(b".a.b.conf.sysward-tmp.7.12"), Some(7));
+        // A download's temporaries (broker/src/download.rs) follow the pattern.
+        assert_eq!(temp_pid(b".tool.tar.gz.sysward-download.99.123"), Some(99));
+        assert_eq!(temp_pid(b".tool.tar.gz.sysward-sums.99.0"), Some(99));
         for other in [
             &b"hosts.sysward-tmp.4242.0"[..],
             b".sysward-tmp.4242.0",
