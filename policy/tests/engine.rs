@@ -472,6 +472,58 @@ fn tools_come_from_the_catalog() {
     let offline = engine("ALLOW_WEB_RESEARCH=true");
     let d = fetch(&offline, "probe_dns");
     assert!(d.verdict.is_deny() && d.source == "ALLOW_NETWORK", "{d:?}");
+    // download: ALLOW_NETWORK and ALLOW_DOWNLOADS gate it; its target is
+    // judged as write_file's (the same verdict and rule outside the project).
+    let with_target = |e: &Engine, name: &str, target: &str| {
+        let targets = vec![PathBuf::from(target)];
+        e.decide(
+            &Request::Tool {
+                name,
+                paths: ToolPaths::new(&targets, cwd),
+            },
+            &LexicalPaths,
+        )
+    };
+    let downloads = engine("ALLOW_NETWORK=true\nALLOW_DOWNLOADS=true");
+    let d = with_target(&downloads, "download", ".agent/downloads/tool.tar.gz");
+    assert_eq!(
+        (d.verdict.as_str(), d.category),
+        ("allow", Category::Download),
+        "{d:?}"
+    );
+    assert!(d.profile.as_ref().is_some_and(|p| p.network), "{d:?}");
+    let d = with_target(&web, "download", ".agent/downloads/tool.tar.gz");
+    assert!(
+        d.verdict.is_deny() && d.source == "ALLOW_DOWNLOADS",
+        "{d:?}"
+    );
+    let d = with_target(
+        &engine("ALLOW_DOWNLOADS=true"),
+        "download",
+        ".agent/downloads/tool.tar.gz",
+    );
+    assert!(d.verdict.is_deny() && d.source == "ALLOW_NETWORK", "{d:?}");
+    for target in [
+        "/etc/cron.d/job",
+        "/usr/local/bin/tool",
+        "/etc/sysward/agent.md",
+    ] {
+        let got = with_target(&downloads, "download", target);
+        let write = with_target(&downloads, "write_file", target);
+        assert_eq!(
+            (got.verdict.as_str(), got.source.as_str()),
+            (write.verdict.as_str(), write.source.as_str()),
+            "{target}: {got:?} / {write:?}"
+        );
+        assert!(got.verdict.is_deny(), "{target}: {got:?}");
+    }
+    // Where write_file is allowed outside the project, so is download, under
+    // the same verdict (here: the operator is asked).
+    let open_writes = engine("ALLOW_NETWORK=true\nALLOW_DOWNLOADS=true\nEXECUTION_MODE=privileged\nALLOW_OUTSIDE_PROJECT_WRITE=true");
+    let got = with_target(&open_writes, "download", "/opt/tool/tool.tar.gz");
+    let write = with_target(&open_writes, "write_file", "/opt/tool/tool.tar.gz");
+    assert_eq!(got.verdict, write.verdict, "{got:?} / {write:?}");
+    assert_eq!(got.verdict.as_str(), "ask", "{got:?}");
     let shared: Vec<&str> = sysward_ipc::tools::Tool::ALL
         .iter()
         .map(|t| t.name())
