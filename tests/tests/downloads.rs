@@ -460,6 +460,17 @@ fn downloads_are_verified_placed_atomically_and_every_refusal_leaves_nothing() {
         "a refusal's row says why",
         &mismatch.to_string(),
     );
+    for needle in [
+        "tool.tar.gz sha256=",
+        "pkg.bin -> ",
+        "notes.txt ->",
+        "moved.bin",
+    ] {
+        println!(
+            "  duration of download {needle}: {} ms",
+            tool_event(&records, needle)["duration_ms"]
+        );
+    }
     c.check(
         run.server.chat_requests()[0].contains("\"name\":\"download\""),
         "with ALLOW_DOWNLOADS the tool is offered",
