@@ -15,6 +15,7 @@ pub mod classifier;
 pub mod config;
 pub mod context;
 pub mod control;
+pub mod cve_render;
 pub mod decide;
 pub mod gateway_link;
 pub mod init;

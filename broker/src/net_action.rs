@@ -1,5 +1,5 @@
 //! The network tools (`probe_tcp`, `probe_dns`, `probe_http`, `web_fetch`,
-//! `web_search`): their plan, decoded strictly from the model's arguments,
+//! `web_search`, `cve_lookup`): their plan, decoded strictly from the model's arguments,
 //! and their execution by `sysward-net`, one confined process per
 //! connection. The broker itself opens no socket and parses no HTTP: it
 //! hands each executor one [`NetSpec`] and reads back one [`NetReport`].
@@ -21,6 +21,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use sysward_ipc::agent::{ToolResult, ToolStatus};
+use sysward_ipc::cve::{is_cve_id, is_package_name, CveLookupArgs, TrackerQuery};
 use sysward_ipc::net::{
     DnsKind, HttpPurpose, NetAllow, NetOp, NetReport, NetRequest, NetSpec, ProbeDnsArgs,
     ProbeHttpArgs, ProbeTcpArgs, WebFetchArgs, WebSearchArgs, MAX_SEARCH_RESULTS, MAX_URL_LEN,
@@ -39,6 +40,19 @@ pub const MAX_REDIRECTS: usize = 5;
 pub const FETCH_MAX_BODY: u64 = 4 << 20;
 /// Largest answer read from the search service.
 pub const SEARCH_MAX_BODY: u64 = 1 << 20;
+
+/// Largest NVD answer read (one CVE is a few KiB).
+pub const NVD_MAX_BODY: u64 = 4 << 20;
+/// Largest Debian tracker answer read: its whole JSON is tens of MiB and
+/// grows; the executor keeps it in memory only while walking it.
+pub const TRACKER_MAX_BODY: u64 = 128 << 20;
+/// NVD records fetched for one package or host lookup (NVD answers one CVE
+/// per request and limits clients without a key to a few a minute).
+pub const MAX_NVD_LOOKUPS: usize = 3;
+
+/// The services `cve_lookup` asks when init.conf names no other.
+pub const DEFAULT_NVD_URL: &str = "https://services.nvd.nist.gov/rest/json/cves/2.0";
+pub const DEFAULT_TRACKER_URL: &str = "https://security-tracker.debian.org/tracker/data/json";
 
 /// A probe's wait (at most the policy's command timeout).
 const DEFAULT_PROBE_SECS: u64 = 10;
@@ -76,6 +90,9 @@ pub enum NetTool {
     WebSearch {
         query: String,
         max_results: u32,
+    },
+    CveLookup {
+        query: TrackerQuery,
     },
 }
 
@@ -216,6 +233,16 @@ pub fn plan(tool: Tool, arguments: &str, cwd: &Path) -> Result<NetPlan, String> 
                 .clamp(1, MAX_SEARCH_RESULTS);
             (NetTool::WebSearch { query, max_results }, a.reason, None)
         }
+        Tool::CveLookup => {
+            let a: CveLookupArgs = decode(tool, arguments)?;
+            (
+                NetTool::CveLookup {
+                    query: cve_query(&a)?,
+                },
+                a.reason,
+                None,
+            )
+        }
         other => return Err(format!("{} is not a network tool", other.name())),
     };
     let display = match &what {
@@ -233,6 +260,11 @@ pub fn plan(tool: Tool, arguments: &str, cwd: &Path) -> Result<NetPlan, String> 
         NetTool::WebSearch { query, .. } => {
             format!("web_search {}", crate::tools::shell_quote(query))
         }
+        NetTool::CveLookup { query } => match query {
+            TrackerQuery::Cve(id) => format!("cve_lookup {id}"),
+            TrackerQuery::Package(p) => format!("cve_lookup package {p}"),
+            TrackerQuery::Installed => "cve_lookup installed packages".to_string(),
+        },
     };
     Ok(NetPlan {
         tool,
@@ -242,6 +274,44 @@ pub fn plan(tool: Tool, arguments: &str, cwd: &Path) -> Result<NetPlan, String> 
         cwd: cwd.to_path_buf(),
         timeout_secs,
     })
+}
+
+/// Exactly one of `cve`, `package`, `installed: true`, each checked.
+fn cve_query(a: &CveLookupArgs) -> Result<TrackerQuery, String> {
+    let shown = |s: &str| crate::sanitize::one_line(s, 80);
+    match (&a.cve, &a.package, a.installed.unwrap_or(false)) {
+        (Some(id), None, false) => {
+            let id = id.trim().to_ascii_uppercase();
+            if !is_cve_id(&id) {
+                return Err(format!(
+                    "cve_lookup: {:?} is not a CVE id (CVE-YYYY-NNNN)",
+                    shown(&id)
+                ));
+            }
+            Ok(TrackerQuery::Cve(id))
+        }
+        (None, Some(p), false) => {
+            if !is_package_name(p) {
+                return Err(format!(
+                    "cve_lookup: {:?} is not a Debian source package name (lower case, digits, + - .)",
+                    shown(p)
+                ));
+            }
+            Ok(TrackerQuery::Package(p.clone()))
+        }
+        (None, None, true) => Ok(TrackerQuery::Installed),
+        _ => Err("cve_lookup needs exactly one of cve, package or installed: true".into()),
+    }
+}
+
+/// The NVD request for one CVE at `base` (init.conf's `NVD_URL`).
+pub fn nvd_url(base: &str, cve: &str) -> Result<String, String> {
+    check_url(base).map_err(|e| format!("NVD_URL in init.conf: {e}"))?;
+    if base.contains('#') {
+        return Err("NVD_URL in init.conf must not contain a fragment (#)".into());
+    }
+    let sep = if base.contains('?') { '&' } else { '?' };
+    Ok(format!("{base}{sep}cveId={}", encode_query(cve)))
 }
 
 /// Percent-encodes a query string value (RFC 3986 unreserved kept).
@@ -303,6 +373,10 @@ pub struct NetRun<'a> {
     pub allow: Vec<NetAllow>,
     /// init.conf's `SEARCH_URL`.
     pub search_url: Option<String>,
+    /// init.conf's `NVD_URL` and `DEBIAN_TRACKER_URL` (None: the real
+    /// services).
+    pub nvd_url: Option<String>,
+    pub tracker_url: Option<String>,
     /// The policy's `NETWORK_EXTRA_ROOTS` (a PEM file).
     pub extra_roots: Option<String>,
     pub action_id: String,
@@ -372,8 +446,78 @@ pub fn execute(
         None => timeout.min(Duration::from_secs(MAX_FETCH_SECS)),
     }
     .max(Duration::from_secs(1));
-    let deadline = started + limit;
-    let (op, https_only_after, max_body) = match &plan.what {
+    let net_path = match run
+        .runner
+        .exec_path
+        .parent()
+        .ok_or_else(|| anyhow::anyhow!("the executor has no directory"))
+        .and_then(|dir| crate::spawn::checked(dir, NET_BINARY))
+    {
+        Ok(p) => p,
+        Err(e) => return refused(ToolStatus::Error, format!("{e:#}; nothing was sent")),
+    };
+    let mut hops = Hops {
+        run,
+        net_path,
+        account: account(),
+        deadline: started + limit,
+        limit,
+        urls: Vec::new(),
+        ran: false,
+    };
+    let report = match &plan.what {
+        NetTool::CveLookup { query } => cve_lookup(&mut hops, query),
+        what => match simple_op(run, what) {
+            Ok((op, https_only_after, max_body)) => hops.fetch(op, https_only_after, max_body),
+            Err(e) => return refused(ToolStatus::Error, e),
+        },
+    };
+    let mut result = ToolResult::message(call_id, ToolStatus::Ok, String::new());
+    result.duration_ms = started.elapsed().as_millis() as u64;
+    match report {
+        NetReport::Done { output, .. } => {
+            result.stdout = output;
+            if hops.urls.len() > 1 && !matches!(plan.what, NetTool::CveLookup { .. }) {
+                result.message = format!(
+                    "followed {} redirect(s): {}",
+                    hops.urls.len() - 1,
+                    hops.urls.join(" -> ")
+                );
+            }
+        }
+        NetReport::Redirect { .. } | NetReport::Nvd(_) | NetReport::Tracker(_) => {
+            result.status = ToolStatus::Error;
+            result.message = "an unexpected answer from the network executor".into();
+        }
+        NetReport::Failed { error } => {
+            result.status = if error.contains("time cap") {
+                ToolStatus::Timeout
+            } else {
+                ToolStatus::Error
+            };
+            result.message = error;
+        }
+        NetReport::ConfinementFailed { step, error } => {
+            result.status = ToolStatus::Error;
+            result.message = format!("confinement failed at {step}: {error}; nothing was sent");
+        }
+        NetReport::Refused { error } => {
+            result.status = ToolStatus::Error;
+            result.message = format!("the network executor refused the request: {error}");
+        }
+    }
+    crate::redact::redact_tool_result(&run.redactor, &mut result);
+    NetOutcome {
+        result,
+        ran: hops.ran,
+        hops: hops.urls,
+    }
+}
+
+/// The operation of a one-request tool, whether its redirects may need trust
+/// roots, and its body cap.
+fn simple_op(run: &NetRun<'_>, what: &NetTool) -> Result<(NetOp, bool, u64), String> {
+    Ok(match what {
         NetTool::ProbeTcp { host, port } => (
             NetOp::ProbeTcp {
                 host: host.clone(),
@@ -409,143 +553,219 @@ pub fn execute(
         ),
         NetTool::WebSearch { query, max_results } => {
             let Some(base) = &run.search_url else {
-                return refused(
-                    ToolStatus::Error,
-                    "web_search needs SEARCH_URL in init.conf (a SearXNG-compatible endpoint, e.g. https://search.example/search); nothing was sent".into(),
-                );
+                return Err("web_search needs SEARCH_URL in init.conf (a SearXNG-compatible endpoint, e.g. https://search.example/search); nothing was sent".into());
             };
-            match search_url(base, query) {
-                Ok(url) => (
-                    NetOp::Http {
-                        url,
-                        purpose: HttpPurpose::Search {
-                            max_results: *max_results,
-                        },
+            (
+                NetOp::Http {
+                    url: search_url(base, query)?,
+                    purpose: HttpPurpose::Search {
+                        max_results: *max_results,
                     },
-                    true,
-                    SEARCH_MAX_BODY,
-                ),
-                Err(e) => return refused(ToolStatus::Error, e),
-            }
+                },
+                true,
+                SEARCH_MAX_BODY,
+            )
         }
-    };
-    let net_path = match run
-        .runner
-        .exec_path
-        .parent()
-        .ok_or_else(|| anyhow::anyhow!("the executor has no directory"))
-        .and_then(|dir| crate::spawn::checked(dir, NET_BINARY))
-    {
-        Ok(p) => p,
-        Err(e) => return refused(ToolStatus::Error, format!("{e:#}; nothing was sent")),
-    };
-    let (uid, gid) = account();
-    let needs_roots =
-        matches!(&op, NetOp::Http { url, .. } if url.starts_with("https")) || https_only_after;
-    let roots = if needs_roots {
-        match trust_roots(run.extra_roots.as_deref()) {
-            Ok(r) => r,
-            Err(e) => return refused(ToolStatus::Error, e),
+        NetTool::CveLookup { .. } => {
+            return Err("cve_lookup makes several requests".into());
         }
-    } else {
-        Vec::new()
-    };
-    let mut spec = NetSpec {
-        op,
-        uid,
-        gid,
-        allow: run.allow.clone(),
-        timeout_ms: 0,
-        max_body,
-        roots_pem: roots,
-    };
-    let mut hops: Vec<String> = Vec::new();
-    let mut ran = false;
-    let report = loop {
-        if let NetOp::Http { url, .. } = &spec.op {
-            hops.push(crate::sanitize::one_line(url, MAX_URL_LEN));
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left < Duration::from_millis(200) {
-            break NetReport::Failed {
-                error: format!("no answer within the {} s time cap", limit.as_secs()),
-            };
-        }
-        spec.timeout_ms = left.as_millis() as u64;
-        let hop = hops.len().max(1);
-        let report = one_hop(
-            run,
-            &net_path,
-            &spec,
-            left,
-            &format!("{}-{hop}", run.action_id),
-        );
-        ran |= !matches!(
-            report,
-            NetReport::Refused { .. } | NetReport::ConfinementFailed { .. }
-        );
-        let NetReport::Redirect { status, location } = &report else {
-            break report;
-        };
-        let NetOp::Http {
-            url: current,
-            purpose,
-        } = &spec.op
-        else {
-            break NetReport::Failed {
-                error: "a redirect answered a request that was not HTTP".into(),
-            };
-        };
-        if let Err(error) = check_redirect(current, location, *status, hops.len()) {
-            break NetReport::Failed { error };
-        }
-        if location.to_ascii_lowercase().starts_with("https://") && spec.roots_pem.is_empty() {
+    })
+}
+
+/// The requests of one tool call, each with its own executor, within one
+/// deadline; the URLs asked (for the audit) and whether anything was sent.
+struct Hops<'r, 'a> {
+    run: &'r NetRun<'a>,
+    net_path: PathBuf,
+    account: (u32, u32),
+    deadline: Instant,
+    limit: Duration,
+    urls: Vec<String>,
+    ran: bool,
+}
+
+impl Hops<'_, '_> {
+    /// One operation, following its redirects (each a new executor).
+    fn fetch(&mut self, op: NetOp, https_only_after: bool, max_body: u64) -> NetReport {
+        let run = self.run;
+        let needs_roots =
+            matches!(&op, NetOp::Http { url, .. } if url.starts_with("https")) || https_only_after;
+        let roots = if needs_roots {
             match trust_roots(run.extra_roots.as_deref()) {
-                Ok(r) => spec.roots_pem = r,
-                Err(error) => break NetReport::Failed { error },
+                Ok(r) => r,
+                Err(error) => return NetReport::Failed { error },
             }
-        }
-        spec.op = NetOp::Http {
-            url: location.clone(),
-            purpose: *purpose,
+        } else {
+            Vec::new()
         };
-    };
-    let mut result = ToolResult::message(call_id, ToolStatus::Ok, String::new());
-    result.duration_ms = started.elapsed().as_millis() as u64;
-    match report {
-        NetReport::Done { output, .. } => {
-            result.stdout = output;
-            if hops.len() > 1 {
-                result.message = format!(
-                    "followed {} redirect(s): {}",
-                    hops.len() - 1,
-                    hops.join(" -> ")
-                );
+        let mut spec = NetSpec {
+            op,
+            uid: self.account.0,
+            gid: self.account.1,
+            allow: run.allow.clone(),
+            timeout_ms: 0,
+            max_body,
+            roots_pem: roots,
+        };
+        let mut redirects = 0;
+        loop {
+            if let NetOp::Http { url, .. } = &spec.op {
+                self.urls.push(crate::sanitize::one_line(url, MAX_URL_LEN));
             }
-        }
-        NetReport::Redirect { .. } => {
-            result.status = ToolStatus::Error;
-            result.message = "an unexpected redirect".into();
-        }
-        NetReport::Failed { error } => {
-            result.status = if error.contains("time cap") {
-                ToolStatus::Timeout
-            } else {
-                ToolStatus::Error
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            if left < Duration::from_millis(200) {
+                return NetReport::Failed {
+                    error: format!("no answer within the {} s time cap", self.limit.as_secs()),
+                };
+            }
+            spec.timeout_ms = left.as_millis() as u64;
+            let hop = self.urls.len().max(1);
+            let report = one_hop(
+                run,
+                &self.net_path,
+                &spec,
+                left,
+                &format!("{}-{hop}", run.action_id),
+            );
+            self.ran |= !matches!(
+                report,
+                NetReport::Refused { .. } | NetReport::ConfinementFailed { .. }
+            );
+            let NetReport::Redirect { status, location } = &report else {
+                return report;
             };
-            result.message = error;
-        }
-        NetReport::ConfinementFailed { step, error } => {
-            result.status = ToolStatus::Error;
-            result.message = format!("confinement failed at {step}: {error}; nothing was sent");
-        }
-        NetReport::Refused { error } => {
-            result.status = ToolStatus::Error;
-            result.message = format!("the network executor refused the request: {error}");
+            let NetOp::Http {
+                url: current,
+                purpose,
+            } = &spec.op
+            else {
+                return NetReport::Failed {
+                    error: "a redirect answered a request that was not HTTP".into(),
+                };
+            };
+            redirects += 1;
+            if let Err(error) = check_redirect(current, location, *status, redirects) {
+                return NetReport::Failed { error };
+            }
+            if location.to_ascii_lowercase().starts_with("https://") && spec.roots_pem.is_empty() {
+                match trust_roots(run.extra_roots.as_deref()) {
+                    Ok(r) => spec.roots_pem = r,
+                    Err(error) => return NetReport::Failed { error },
+                }
+            }
+            spec.op = NetOp::Http {
+                url: location.clone(),
+                purpose: purpose.clone(),
+            };
         }
     }
-    crate::redact::redact_tool_result(&run.redactor, &mut result);
-    NetOutcome { result, ran, hops }
+}
+
+/// `cve_lookup`: the Debian tracker's entries for the query, judged by the
+/// executor against the host's dpkg database, then NVD's record of the CVE
+/// asked for (or of the first few affected ones), rendered together.
+fn cve_lookup(hops: &mut Hops<'_, '_>, query: &TrackerQuery) -> NetReport {
+    let run = hops.run;
+    let tracker_base = run.tracker_url.as_deref().unwrap_or(DEFAULT_TRACKER_URL);
+    let nvd_base = run.nvd_url.as_deref().unwrap_or(DEFAULT_NVD_URL);
+    if let Err(e) = check_url(tracker_base) {
+        return NetReport::Failed {
+            error: format!("DEBIAN_TRACKER_URL in init.conf: {e}"),
+        };
+    }
+    let mut failures = Vec::new();
+    let tracker_op = NetOp::Http {
+        url: tracker_base.to_string(),
+        purpose: HttpPurpose::DebianTracker(query.clone()),
+    };
+    let tracker = match hops.fetch(tracker_op, true, TRACKER_MAX_BODY) {
+        NetReport::Tracker(f) => match f.check() {
+            Ok(()) => Some(f),
+            Err(e) => {
+                failures.push(format!(
+                    "Debian security tracker: an answer out of bounds ({e})"
+                ));
+                None
+            }
+        },
+        NetReport::Failed { error } | NetReport::Refused { error } => {
+            failures.push(format!("Debian security tracker: {error}"));
+            None
+        }
+        NetReport::ConfinementFailed { step, error } => {
+            return NetReport::ConfinementFailed { step, error };
+        }
+        _ => {
+            failures.push("Debian security tracker: an unexpected answer".into());
+            None
+        }
+    };
+    let wanted: Vec<String> = match query {
+        TrackerQuery::Cve(id) => vec![id.clone()],
+        _ => {
+            let Some(t) = &tracker else {
+                return NetReport::Failed {
+                    error: failures.join("; "),
+                };
+            };
+            let mut ids: Vec<String> = Vec::new();
+            for r in t.records.iter().filter(|r| {
+                matches!(
+                    r.verdict,
+                    sysward_ipc::cve::HostVerdict::Affected
+                        | sysward_ipc::cve::HostVerdict::FixedIn(_)
+                )
+            }) {
+                if ids.len() < MAX_NVD_LOOKUPS && !ids.contains(&r.id) {
+                    ids.push(r.id.clone());
+                }
+            }
+            ids
+        }
+    };
+    let mut nvd = Vec::new();
+    for id in &wanted {
+        let url = match nvd_url(nvd_base, id) {
+            Ok(u) => u,
+            Err(e) => {
+                failures.push(e);
+                break;
+            }
+        };
+        let op = NetOp::Http {
+            url,
+            purpose: HttpPurpose::Nvd { cve: id.clone() },
+        };
+        match hops.fetch(op, true, NVD_MAX_BODY) {
+            NetReport::Nvd(r) if r.id == *id => match r.check() {
+                Ok(()) => nvd.push(*r),
+                Err(e) => failures.push(format!("NVD {id}: an answer out of bounds ({e})")),
+            },
+            NetReport::Failed { error } | NetReport::Refused { error } => {
+                failures.push(format!("NVD {id}: {error}"));
+            }
+            NetReport::ConfinementFailed { step, error } => {
+                return NetReport::ConfinementFailed { step, error };
+            }
+            _ => failures.push(format!("NVD {id}: an unexpected answer")),
+        }
+    }
+    if tracker.is_none() && nvd.is_empty() {
+        return NetReport::Failed {
+            error: failures.join("; "),
+        };
+    }
+    let cve = match query {
+        TrackerQuery::Cve(id) => Some(id.as_str()),
+        _ => None,
+    };
+    let output = crate::cve_render::render(&crate::cve_render::Gathered {
+        cve,
+        tracker: tracker.as_ref(),
+        nvd: &nvd,
+        failures: &failures,
+    });
+    NetReport::Done { output, url: None }
 }
 
 /// One executor for one connection: spawned into the action's cgroup, given
@@ -660,6 +880,13 @@ mod tests {
     fn arguments_are_decoded_strictly() {
         let cwd = Path::new("/");
         assert!(plan(Tool::WebFetch, r#"{"url":"https://example.org/"}"#, cwd).is_ok());
+        for good in [
+            r#"{"cve":"cve-2014-6271"}"#,
+            r#"{"package":"bash"}"#,
+            r#"{"installed":true,"reason":"audit"}"#,
+        ] {
+            assert!(plan(Tool::CveLookup, good, cwd).is_ok(), "{good}");
+        }
         for (tool, bad) in [
             (
                 Tool::WebFetch,
@@ -674,6 +901,23 @@ mod tests {
             (Tool::ProbeDns, r#"{"name":"example.org","type":"ANY"}"#),
             (Tool::ProbeDns, r#"{"name":"example.org","server":"ns1"}"#),
             (Tool::WebSearch, r#"{"query":""}"#),
+            (Tool::CveLookup, r#"{}"#),
+            (
+                Tool::CveLookup,
+                r#"{"cve":"CVE-2014-6271","package":"bash"}"#,
+            ),
+            (
+                Tool::CveLookup,
+                r#"{"cve":"CVE-2014-6271","installed":true}"#,
+            ),
+            (Tool::CveLookup, r#"{"installed":false}"#),
+            (Tool::CveLookup, r#"{"cve":"CVE-2014-6271&x=1"}"#),
+            (Tool::CveLookup, r#"{"package":"bash;id"}"#),
+            (Tool::CveLookup, r#"{"package":"../etc"}"#),
+            (
+                Tool::CveLookup,
+                r#"{"cve":"CVE-2014-6271","severity":"low"}"#,
+            ),
             (Tool::Exec, r#"{}"#),
         ] {
             assert!(plan(tool, bad, cwd).is_err(), "{bad}");
@@ -707,5 +951,10 @@ mod tests {
             "https://s.example/search?lang=en&q=x&format=json"
         );
         assert!(search_url("ftp://x", "q").is_err());
+        assert_eq!(
+            nvd_url(DEFAULT_NVD_URL, "CVE-2014-6271").unwrap(),
+            "https://services.nvd.nist.gov/rest/json/cves/2.0?cveId=CVE-2014-6271"
+        );
+        assert!(nvd_url("http://127.0.0.1:1/x#f", "CVE-2014-6271").is_err());
     }
 }
