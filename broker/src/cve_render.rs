@@ -12,6 +12,8 @@ pub struct Gathered<'a> {
     pub cve: Option<&'a str>,
     pub tracker: Option<&'a TrackerFindings>,
     pub nvd: &'a [NvdRecord],
+    /// The CVEs NVD was asked about (the others were not looked up there).
+    pub nvd_asked: &'a [String],
     /// Lookups that failed, one line each (`service: why`).
     pub failures: &'a [String],
 }
@@ -109,7 +111,13 @@ pub fn render(g: &Gathered<'_>) -> String {
                     .join(" ")
             })
             .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "no CVSS score from NVD".into());
+            .unwrap_or_else(|| {
+                if g.nvd_asked.iter().any(|a| a == id) {
+                    "no CVSS score from NVD".into()
+                } else {
+                    "NVD not asked: cve_lookup with this cve gives its CVSS score".into()
+                }
+            });
         let _ = writeln!(out, "\n{} [{score}]", one(id));
         if records.is_empty() && g.tracker.is_some() {
             let _ = writeln!(out, "  the Debian tracker lists it under no source package");
@@ -173,6 +181,7 @@ mod tests {
             cve: Some("CVE-2099-0001"),
             tracker: None,
             nvd: &nvd,
+            nvd_asked: &["CVE-2099-0001".into()],
             failures: &["Debian security tracker: HTTP 500".into()],
         });
         assert!(text.starts_with("UNTRUSTED CVE DATA"), "{text}");

@@ -763,6 +763,7 @@ fn cve_lookup(hops: &mut Hops<'_, '_>, query: &TrackerQuery) -> NetReport {
         cve,
         tracker: tracker.as_ref(),
         nvd: &nvd,
+        nvd_asked: &wanted,
         failures: &failures,
     });
     NetReport::Done { output, url: None }
