@@ -3,7 +3,9 @@
 //! First, before any name is resolved (as root, single-threaded): every fd
 //! but the channel closed, no core files, the unprivileged account with every
 //! capability set cleared, non-dumpable, no_new_privs, and Landlock: the
-//! resolver's files readable and nothing else, TCP bind to no port, TCP
+//! resolver's files readable (and, for `cve_lookup`'s tracker request, the
+//! dpkg status database and os-release) and nothing else, TCP bind to no
+//! port, TCP
 //! connect only to the destination's port (and 53 for DNS over TCP), no
 //! signals or abstract unix sockets outside; then a seccomp deny-list: the
 //! executor's (no ptrace, mount, modules, bpf, namespaces, metadata
