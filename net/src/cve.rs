@@ -548,4 +548,44 @@ mod tests {
         );
         assert!(r.check().is_ok());
     }
+
+    /// The real tracker's JSON is tens of MiB: a synthetic one of that size
+    /// is walked keeping only the package asked for (run with --ignored for
+    /// the timing).
+    #[test]
+    #[ignore]
+    fn a_tracker_of_real_size_is_walked_keeping_only_what_is_asked() {
+        let entry = r#"{"description": "a description of about this length, as the tracker gives one", "scope": "remote", "releases": {"bookworm": {"status": "resolved", "repositories": {"bookworm": "1.0-1"}, "fixed_version": "1.0-1", "urgency": "low"}, "sid": {"status": "resolved", "repositories": {"sid": "1.0-2"}, "fixed_version": "1.0-1", "urgency": "low"}}}"#;
+        let mut body = String::from("{");
+        for p in 0..40_000 {
+            if p > 0 {
+                body.push(',');
+            }
+            body.push_str(&format!("\"pkg{p}\": {{"));
+            for c in 0..5 {
+                if c > 0 {
+                    body.push(',');
+                }
+                body.push_str(&format!("\"CVE-2020-{:05}\": {entry}", p * 5 + c));
+            }
+            body.push('}');
+        }
+        body.push('}');
+        let installed: Installed = [("pkg123".to_string(), "0.9-1".to_string())].into();
+        let started = std::time::Instant::now();
+        let f = tracker_findings(
+            body.as_bytes(),
+            &TrackerQuery::Installed,
+            &installed,
+            "bookworm",
+        )
+        .unwrap();
+        println!(
+            "walked {} MiB in {} ms",
+            body.len() >> 20,
+            started.elapsed().as_millis()
+        );
+        assert!(body.len() > 40 << 20);
+        assert_eq!((f.matched, f.affected, f.records.len()), (5, 5, 5));
+    }
 }
