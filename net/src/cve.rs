@@ -214,6 +214,31 @@ fn is_affected(v: &HostVerdict) -> bool {
     matches!(v, HostVerdict::Affected | HostVerdict::FixedIn(_))
 }
 
+/// How much a record matters to this host, higher first: an upgrade that
+/// fixes it, then an open vulnerability, then the rest; within each, the
+/// tracker's urgency, then the newer CVE.
+fn rank(r: &TrackerRecord) -> (u8, u8, (u32, u64)) {
+    let verdict = match r.verdict {
+        HostVerdict::FixedIn(_) => 3,
+        HostVerdict::Affected => 2,
+        HostVerdict::Unknown => 1,
+        HostVerdict::NotAffected | HostVerdict::NotInstalled => 0,
+    };
+    let urgency = match r.urgency.as_deref().map(|u| u.trim_end_matches('*')) {
+        Some("high") => 4,
+        Some("medium") => 3,
+        Some("low") => 2,
+        Some("not yet assigned") => 1,
+        _ => 0,
+    };
+    // CVE-YYYY-NNNN as numbers, so that CVE-2024-10000 is newer than
+    // CVE-2024-9999.
+    let mut parts = r.id.trim_start_matches("CVE-").split('-');
+    let year = parts.next().and_then(|y| y.parse().ok()).unwrap_or(0);
+    let number = parts.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    (verdict, urgency, (year, number))
+}
+
 /// What the walk keeps.
 struct Walk<'a> {
     query: &'a TrackerQuery,
@@ -268,10 +293,18 @@ impl Walk<'_> {
             installed: installed.map(field),
             verdict,
         };
+        // When full, a record displaces the one that matters least, if it
+        // matters more.
         if self.kept.len() < MAX_CVE_RECORDS {
             self.kept.push(record);
-        } else if affected {
-            if let Some(slot) = self.kept.iter().position(|r| !is_affected(&r.verdict)) {
+        } else if let Some((slot, least)) = self
+            .kept
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, r)| rank(r))
+            .map(|(i, r)| (i, rank(r)))
+        {
+            if rank(&record) > least {
                 self.kept[slot] = record;
             }
         }
@@ -366,12 +399,7 @@ pub fn tracker_findings(
         .map_err(|e| {
             format!("the Debian security tracker did not answer its JSON ({e}); check DEBIAN_TRACKER_URL in init.conf")
         })?;
-    // Affected first, then by id.
-    walk.kept.sort_by(|a, b| {
-        is_affected(&b.verdict)
-            .cmp(&is_affected(&a.verdict))
-            .then(a.id.cmp(&b.id))
-    });
+    walk.kept.sort_by_key(|r| std::cmp::Reverse(rank(r)));
     Ok(TrackerFindings {
         release: field(release),
         records: walk.kept,
@@ -503,6 +531,46 @@ mod tests {
         )
         .unwrap();
         assert_eq!(other.records[0].verdict, HostVerdict::NotInstalled);
+    }
+
+    #[test]
+    fn a_full_answer_keeps_the_entries_that_matter_most() {
+        let entry = |fixed: &str, urgency: &str| {
+            format!(
+                r#"{{"releases": {{"bookworm": {{"status": "resolved", "fixed_version": "{fixed}", "urgency": "{urgency}"}}}}}}"#
+            )
+        };
+        let mut body = String::from(r#"{"bash": {"#);
+        // Many open, unimportant ones first, then two an upgrade fixes.
+        for i in 0..(MAX_CVE_RECORDS + 20) {
+            body.push_str(&format!(
+                r#""CVE-2020-{:04}": {{"releases": {{"bookworm": {{"status": "open", "urgency": "unimportant"}}}}}},"#,
+                1000 + i
+            ));
+        }
+        body.push_str(&format!(
+            r#""CVE-2024-9999": {},"#,
+            entry("6.0-1", "medium")
+        ));
+        body.push_str(&format!(
+            r#""CVE-2024-10000": {}}}}}"#,
+            entry("6.0-1", "medium")
+        ));
+        let f = tracker_findings(
+            body.as_bytes(),
+            &TrackerQuery::Installed,
+            &installed(),
+            "bookworm",
+        )
+        .unwrap();
+        assert_eq!(f.records.len(), MAX_CVE_RECORDS);
+        assert_eq!(f.affected as usize, MAX_CVE_RECORDS + 22);
+        let first: Vec<&str> = f.records.iter().take(2).map(|r| r.id.as_str()).collect();
+        assert_eq!(
+            first,
+            ["CVE-2024-10000", "CVE-2024-9999"],
+            "upgrades first, newest first"
+        );
     }
 
     #[test]
