@@ -7,7 +7,9 @@
 //! version below the installed bash, one above, one open. Loopback is
 //! internal, so NETWORK_ALLOW is how the tool reaches the server; the
 //! refusals use the same server without the listing, with answers over the
-//! caps and with malformed JSON.
+//! caps and with malformed JSON. Each test runs in a network namespace of
+//! its own (only loopback), so these servers are reachable from nothing
+//! else on the machine and nothing else answers in their place.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -199,6 +201,28 @@ fn big_tracker_mib() -> usize {
     }
 }
 
+/// Runs `f` on a thread of its own in a fresh network namespace with only
+/// loopback up: the services it starts, the model server and the
+/// `sysward run` it forks (and so every executor) live there, apart from
+/// the machine's own loopback.
+fn in_own_netns(f: impl FnOnce() + Send + 'static) {
+    std::thread::spawn(move || {
+        let ns = || std::fs::read_link("/proc/thread-self/ns/net").unwrap();
+        let machine = ns();
+        // SAFETY: integer argument only; it affects this thread alone.
+        assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0);
+        let up = std::process::Command::new("ip")
+            .args(["link", "set", "lo", "up"])
+            .status()
+            .unwrap();
+        assert!(up.success(), "ip link set lo up failed");
+        assert_ne!(ns(), machine, "not in a namespace of its own");
+        f()
+    })
+    .join()
+    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+}
+
 fn net_binary_built() -> bool {
     let there = bin_dir().join("sysward-net").exists();
     if !there {
@@ -284,6 +308,10 @@ fn cve_lookup_judges_this_host_by_id_by_package_and_for_every_installed_package(
         return;
     }
     let Some(release) = host() else { return };
+    in_own_netns(move || judges_this_host(release));
+}
+
+fn judges_this_host(release: String) {
     let bash = installed_source_version("bash").unwrap_or_default();
     let web = Web::start(services(release.clone()));
     let base = format!("http://127.0.0.1:{}", web.port);
@@ -420,6 +448,10 @@ fn cve_lookup_refuses_unlisted_oversized_and_malformed_answers_and_needs_its_fla
         return;
     }
     let Some(release) = host() else { return };
+    in_own_netns(move || refusals(release));
+}
+
+fn refusals(release: String) {
     let web = Web::start(services(release.clone()));
     let secret = Web::start(services(release));
     let base = format!("http://127.0.0.1:{}", web.port);
