@@ -176,7 +176,8 @@ fn one_record_per_tool_drives_schema_and_text() {
                     "probe_dns",
                     "probe_http",
                     "web_fetch",
-                    "web_search"
+                    "web_search",
+                    "cve_lookup"
                 ]
                 .contains(&t.name()),
                 "{} missing from the compact tools",

@@ -116,9 +116,16 @@ pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, 
         // The agent keeps memoria.md itself (each change reaches the broker
         // as its own audited request), and a secret is asked for by its own
         // request kind: neither is an action.
-        Tool::ProbeTcp | Tool::ProbeDns | Tool::ProbeHttp | Tool::WebFetch | Tool::WebSearch => Ok(
-            Plan::Net(crate::net_action::plan(tool, &req.arguments, default_cwd)?),
-        ),
+        Tool::ProbeTcp
+        | Tool::ProbeDns
+        | Tool::ProbeHttp
+        | Tool::WebFetch
+        | Tool::WebSearch
+        | Tool::CveLookup => Ok(Plan::Net(crate::net_action::plan(
+            tool,
+            &req.arguments,
+            default_cwd,
+        )?)),
         Tool::Remember | Tool::Forget | Tool::AskSecret => {
             Err(format!("{} is not an action the broker runs", tool.name()))
         }

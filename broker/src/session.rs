@@ -1421,6 +1421,8 @@ impl<'a> Session<'a> {
             redactor: self.secrets.redactor(),
             allow: self.engine.block().network_allow.clone(),
             search_url: self.project.conf.search_url.clone(),
+            nvd_url: self.project.conf.nvd_url.clone(),
+            tracker_url: self.project.conf.tracker_url.clone(),
             extra_roots: self.engine.block().network_extra_roots.clone(),
             action_id: format!("{}-{}", self.id, self.actions),
         };

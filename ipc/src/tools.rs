@@ -40,6 +40,7 @@ pub enum Tool {
     ProbeHttp,
     WebFetch,
     WebSearch,
+    CveLookup,
 }
 
 impl Tool {
@@ -73,6 +74,7 @@ impl Tool {
         Tool::ProbeHttp,
         Tool::WebFetch,
         Tool::WebSearch,
+        Tool::CveLookup,
     ];
 
     /// The name the model calls it by.
@@ -106,6 +108,7 @@ impl Tool {
             Tool::ProbeHttp => "probe_http",
             Tool::WebFetch => "web_fetch",
             Tool::WebSearch => "web_search",
+            Tool::CveLookup => "cve_lookup",
         }
     }
 
@@ -115,7 +118,9 @@ impl Tool {
     pub fn gates(self) -> &'static [&'static str] {
         match self {
             Tool::ProbeTcp | Tool::ProbeDns | Tool::ProbeHttp => &["ALLOW_NETWORK"],
-            Tool::WebFetch | Tool::WebSearch => &["ALLOW_NETWORK", "ALLOW_WEB_RESEARCH"],
+            Tool::WebFetch | Tool::WebSearch | Tool::CveLookup => {
+                &["ALLOW_NETWORK", "ALLOW_WEB_RESEARCH"]
+            }
             _ => &[],
         }
     }
@@ -525,6 +530,16 @@ pub static TOOLS: &[ToolMeta] = &[
         desc: "Search the web.",
         effect: Effect::Network,
         params: &[p("query", Ty::Str, true, ""), p("max_results", Ty::Int, false, "")],
+    },
+    ToolMeta {
+        tool: Tool::CveLookup,
+        desc: "CVE severity, CVSS and references (NVD) and, for this host, the Debian tracker's fixed version against the installed one. Give one of cve, package, installed.",
+        effect: Effect::Network,
+        params: &[
+            p("cve", Ty::Str, false, "e.g. CVE-2014-6271"),
+            p("package", Ty::Str, false, "a Debian source package"),
+            p("installed", Ty::Bool, false, "every installed package"),
+        ],
     },
 ];
 

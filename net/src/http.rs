@@ -2,7 +2,7 @@
 //! each; a redirect goes back to the broker).
 
 use crate::render::{self, BodyKind};
-use crate::{address, confine, resolve, runtime, Stop};
+use crate::{address, confine, cve, dpkg, resolve, runtime, Stop};
 use reqwest::{Certificate, Url};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -58,12 +58,22 @@ pub fn get(spec: &NetSpec, raw: &str, purpose: HttpPurpose) -> Result<NetReport,
         .port_or_known_default()
         .ok_or_else(|| format!("{raw:?} has no port"))?;
     let host = url.host_str().unwrap_or_default().to_string();
+    let tracker = matches!(purpose, HttpPurpose::DebianTracker(_));
+    let reads = if tracker { dpkg::files() } else { Vec::new() };
     confine::before_resolving(
         spec.uid,
         spec.gid,
         sysward_ipc::net::NET_CHANNEL_FD,
         &[port],
+        &reads,
     )?;
+    // Read as the unprivileged account, before the second layer takes
+    // every file away.
+    let host_packages = if tracker {
+        Some((dpkg::installed()?, dpkg::release()?))
+    } else {
+        None
+    };
     let started = Instant::now();
     let addrs = resolve::host(&host)?;
     let resolved = started.elapsed();
@@ -106,7 +116,7 @@ pub fn get(spec: &NetSpec, raw: &str, purpose: HttpPurpose) -> Result<NetReport,
         .map_err(|e| format!("cannot set up the HTTP client: {}", chain(&e)))?;
     let rt = runtime()?;
     let exchange = rt.block_on(async {
-        tokio::time::timeout(limit, exchange(&client, &url, spec.max_body, purpose)).await
+        tokio::time::timeout(limit, exchange(&client, &url, spec.max_body, &purpose)).await
     });
     let exchanged = match exchange {
         Ok(r) => r?,
@@ -118,7 +128,7 @@ pub fn get(spec: &NetSpec, raw: &str, purpose: HttpPurpose) -> Result<NetReport,
         }
     };
     let total = started.elapsed();
-    finish(&url, purpose, exchanged, resolved, total, spec.max_body)
+    finish(&url, purpose, exchanged, resolved, total, host_packages)
 }
 
 /// What came back from the server.
@@ -134,7 +144,7 @@ async fn exchange(
     client: &reqwest::Client,
     url: &Url,
     max_body: u64,
-    purpose: HttpPurpose,
+    purpose: &HttpPurpose,
 ) -> Result<Exchanged, Stop> {
     let start = Instant::now();
     let mut resp = client
@@ -152,7 +162,7 @@ async fn exchange(
         .map(<[u8]>::to_vec);
     let mut body = Vec::new();
     // A probe and a redirect need no body.
-    if purpose != HttpPurpose::Probe && !status.is_redirection() {
+    if *purpose != HttpPurpose::Probe && !status.is_redirection() {
         if let Some(len) = resp.content_length() {
             if len > max_body {
                 return Err(Stop::Failed(format!(
@@ -188,7 +198,7 @@ fn finish(
     ex: Exchanged,
     resolved: Duration,
     total: Duration,
-    max_body: u64,
+    host_packages: Option<(dpkg::Installed, String)>,
 ) -> Result<NetReport, Stop> {
     let header = |name: &str| {
         ex.headers
@@ -270,7 +280,6 @@ fn finish(
                     ex.status.as_u16()
                 )));
             }
-            let _ = max_body;
             let host = url.host_str().unwrap_or_default();
             let list = render::search_results(&ex.body, max_results, host)?;
             Ok(NetReport::Done {
@@ -279,6 +288,27 @@ fn finish(
                 ),
                 url: Some(url.to_string()),
             })
+        }
+        HttpPurpose::Nvd { cve } => {
+            if !ex.status.is_success() {
+                return Err(Stop::Failed(format!(
+                    "NVD answered HTTP {} for {cve}; check NVD_URL (NVD also limits clients without an API key to a few requests a minute)",
+                    ex.status.as_u16()
+                )));
+            }
+            let record = cve::nvd_record(&ex.body, &cve)?;
+            Ok(NetReport::Nvd(Box::new(record)))
+        }
+        HttpPurpose::DebianTracker(query) => {
+            if !ex.status.is_success() {
+                return Err(Stop::Failed(format!(
+                    "the Debian security tracker answered HTTP {}; check DEBIAN_TRACKER_URL",
+                    ex.status.as_u16()
+                )));
+            }
+            let (installed, release) = host_packages.unwrap_or_default();
+            let findings = cve::tracker_findings(&ex.body, &query, &installed, &release)?;
+            Ok(NetReport::Tracker(findings))
         }
     }
 }

@@ -74,7 +74,7 @@ pub fn catalog(tool: Tool) -> Option<ToolSpec> {
         // connection each, internal destinations only where the operator
         // listed them (NETWORK_ALLOW).
         Tool::ProbeTcp | Tool::ProbeDns | Tool::ProbeHttp => (C::Network, R::Low, A::None),
-        Tool::WebFetch | Tool::WebSearch => (C::Network, R::Low, A::None),
+        Tool::WebFetch | Tool::WebSearch | Tool::CveLookup => (C::Network, R::Low, A::None),
     };
     Some(ToolSpec {
         tool,
@@ -87,14 +87,19 @@ pub fn catalog(tool: Tool) -> Option<ToolSpec> {
 /// The tools that read the web for the model: ALLOW_WEB_RESEARCH gates them
 /// as well as ALLOW_NETWORK.
 pub fn is_web_research(tool: Tool) -> bool {
-    matches!(tool, Tool::WebFetch | Tool::WebSearch)
+    matches!(tool, Tool::WebFetch | Tool::WebSearch | Tool::CveLookup)
 }
 
 /// The tools that reach the network.
 pub fn is_network(tool: Tool) -> bool {
     matches!(
         tool,
-        Tool::ProbeTcp | Tool::ProbeDns | Tool::ProbeHttp | Tool::WebFetch | Tool::WebSearch
+        Tool::ProbeTcp
+            | Tool::ProbeDns
+            | Tool::ProbeHttp
+            | Tool::WebFetch
+            | Tool::WebSearch
+            | Tool::CveLookup
     )
 }
 
