@@ -177,7 +177,8 @@ fn one_record_per_tool_drives_schema_and_text() {
                     "probe_http",
                     "web_fetch",
                     "web_search",
-                    "download"
+                    "download",
+                    "cve_lookup",
                 ]
                 .contains(&t.name()),
                 "{} missing from the compact tools",

@@ -79,7 +79,9 @@ pub struct Runner {
     pub mounts: crate::mountns::MountNamespaces,
     /// Landlock rulesets built once per distinct profile (the walk from `/` is
     /// the expensive part of confinement).
-    rulesets: Mutex<HashMap<String, CachedRuleset>>,
+    /// Few distinct profiles occur in a session, so a short list compared
+    /// field by field ([`ConfinementProfile::same_rules_as`]) is the index.
+    rulesets: Mutex<Vec<CachedRuleset>>,
     /// Write-capable actions run so far (a cached ruleset checked since the
     /// last one needs no new check).
     write_actions: std::sync::atomic::AtomicU64,
@@ -91,6 +93,8 @@ pub struct Runner {
 }
 
 struct CachedRuleset {
+    /// The profile it was built for (its limits do not matter).
+    profile: ConfinementProfile,
     made: Instant,
     fd: Arc<OwnedFd>,
     /// The directories its read walk went through, and their change times
@@ -172,17 +176,14 @@ impl Runner {
 
     /// The Landlock ruleset of `profile`, from the cache or built now.
     fn ruleset(&self, profile: &ConfinementProfile) -> Result<Arc<OwnedFd>, String> {
-        let mut key_profile = profile.clone();
-        key_profile.timeout_secs = 0;
-        key_profile.limits = Default::default();
-        let key = format!("{key_profile:?}");
         let mut cache = self
             .rulesets
             .lock()
             .map_err(|_| "the ruleset cache is poisoned".to_string())?;
         let writes_since = self.write_actions.load(std::sync::atomic::Ordering::SeqCst);
         let mounts_generation = self.mounts.host_generation();
-        if let Some(entry) = cache.get_mut(&key) {
+        let cached = cache.iter().position(|e| e.profile.same_rules_as(profile));
+        if let Some(entry) = cached.and_then(|i| cache.get_mut(i)) {
             if entry.made.elapsed() < RULESET_TTL && entry.mounts_generation == mounts_generation {
                 // A write action may have created or replaced entries in a
                 // directory the read walk names one by one (`sed -i
@@ -193,6 +194,9 @@ impl Runner {
                 }
             }
         }
+        if let Some(i) = cached {
+            cache.swap_remove(i);
+        }
         let walked = sysward_sandbox::profile_rules::read_walk_dirs(profile);
         let stamp = walk_stamp(&walked);
         let fd = Arc::new(
@@ -202,17 +206,15 @@ impl Runner {
         if cache.len() >= RULESET_CACHE_MAX {
             cache.clear();
         }
-        cache.insert(
-            key,
-            CachedRuleset {
-                made: Instant::now(),
-                fd: Arc::clone(&fd),
-                walked,
-                stamp,
-                checked_at: writes_since,
-                mounts_generation,
-            },
-        );
+        cache.push(CachedRuleset {
+            profile: profile.clone(),
+            made: Instant::now(),
+            fd: Arc::clone(&fd),
+            walked,
+            stamp,
+            checked_at: writes_since,
+            mounts_generation,
+        });
         Ok(fd)
     }
 

@@ -581,6 +581,23 @@ impl Audit {
         self.append(event, false)
     }
 
+    /// Makes every record written so far durable, and the anchor follow.
+    pub fn sync(&self) -> Result<()> {
+        let mut state = self
+            .state
+            .lock()
+            .map_err(|_| anyhow::anyhow!("audit state poisoned"))?;
+        let state = &mut *state;
+        if !state.unsynced {
+            return Ok(());
+        }
+        let _lock = LogLock::take(&state.file)?;
+        state.file.sync_data()?;
+        state.unsynced = false;
+        write_head(&self.head_path, state.seq, &state.last_hash, false)?;
+        Ok(())
+    }
+
     fn append(&self, event: Value, sync: bool) -> Result<u64> {
         let mut state = self
             .state
@@ -708,15 +725,51 @@ impl Audit {
 
 /// Writes records on its own thread: an action's confinement steps run while
 /// its start record goes to disk, and a gate (see `sysward_sandbox::jail::gate`)
-/// lets the command execve only once the record is durable.
+/// lets the command execve only once the record is there.
 pub struct Writer {
     jobs: std::sync::mpsc::Sender<WriterJob>,
 }
 
+/// When the writer opens an action's gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenGate {
+    /// Once the start record is on disk: for anything that can change the
+    /// host or send data.
+    WhenDurable,
+    /// Once the start record is in the log file (a crash of the broker keeps
+    /// it; only a crash of the host within the sync can lose it), the sync
+    /// following while the action runs: for an action that can change
+    /// nothing and send nothing. Its result is released only once the sync
+    /// is done.
+    WhenWritten,
+}
+
+/// Why an action's start record is not on disk.
+#[derive(Debug, thiserror::Error)]
+pub enum StartRecordError {
+    /// Not written: the gate stayed shut and nothing ran.
+    #[error("the audit log cannot be written, so nothing ran: {0:#}")]
+    NotWritten(anyhow::Error),
+    /// Written, the gate opened, then the sync failed: the action (one that
+    /// changes nothing) may have run; its output must be withheld.
+    #[error("the action ran (it changes nothing), but its audit record could not be made durable, so its output is withheld: {0:#}")]
+    NotDurable(anyhow::Error),
+    #[error("the audit writer stopped, so nothing ran")]
+    WriterGone,
+}
+
+impl StartRecordError {
+    /// True when the action may have run.
+    pub fn may_have_run(&self) -> bool {
+        matches!(self, StartRecordError::NotDurable(_))
+    }
+}
+
 struct WriterJob {
     event: Value,
+    open: OpenGate,
     then_open: sysward_sandbox::jail::GateOpener,
-    done: std::sync::mpsc::SyncSender<Result<u64>>,
+    done: std::sync::mpsc::SyncSender<Result<u64, StartRecordError>>,
 }
 
 impl Writer {
@@ -726,35 +779,58 @@ impl Writer {
             .name("audit-writer".to_string())
             .spawn(move || {
                 for job in rx {
-                    let written = audit.record(job.event);
-                    if written.is_ok() {
-                        // The child may already be gone (it failed before
-                        // the gate): nothing to open then.
-                        let _ = job.then_open.open();
-                    }
-                    // Not written: the opener is dropped unopened and the
-                    // child exits without running anything.
-                    let _ = job.done.send(written);
+                    let _ = job
+                        .done
+                        .send(write_job(&audit, job.event, job.open, job.then_open));
                 }
             })
             .context("cannot start the audit writer")?;
         Ok(Writer { jobs })
     }
 
-    /// Records `event` durably, then opens `gate`. The answer arrives on the
-    /// returned channel (an error if the writer is gone).
+    /// Records `event`, opens `gate` when `open` says, and makes the record
+    /// durable. The answer arrives on the returned channel once the record is
+    /// on disk (an error if it could not be, or the writer is gone).
     pub fn record_then_open(
         &self,
         event: Value,
+        open: OpenGate,
         gate: sysward_sandbox::jail::GateOpener,
-    ) -> std::sync::mpsc::Receiver<Result<u64>> {
+    ) -> std::sync::mpsc::Receiver<Result<u64, StartRecordError>> {
         let (done, answer) = std::sync::mpsc::sync_channel(1);
         let _ = self.jobs.send(WriterJob {
             event,
+            open,
             then_open: gate,
             done,
         });
         answer
+    }
+}
+
+/// One start record. Not written: the opener is dropped unopened and the
+/// child exits without running anything. The child may already be gone (it
+/// failed before the gate): nothing to open then.
+fn write_job(
+    audit: &Audit,
+    event: Value,
+    open: OpenGate,
+    gate: sysward_sandbox::jail::GateOpener,
+) -> Result<u64, StartRecordError> {
+    match open {
+        OpenGate::WhenDurable => {
+            let seq = audit.record(event).map_err(StartRecordError::NotWritten)?;
+            let _ = gate.open();
+            Ok(seq)
+        }
+        OpenGate::WhenWritten => {
+            let seq = audit
+                .record_lazy(event)
+                .map_err(StartRecordError::NotWritten)?;
+            let _ = gate.open();
+            audit.sync().map_err(StartRecordError::NotDurable)?;
+            Ok(seq)
+        }
     }
 }
 
@@ -814,6 +890,30 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn a_start_record_is_on_disk_when_the_writer_answers_whichever_way_the_gate_opens() {
+        let d = temp_dir("gate-open");
+        let log = d.join("audit.log");
+        let head = d.join("audit.head");
+        let a = Audit::open(&log, &head).unwrap();
+        for (n, open) in [OpenGate::WhenWritten, OpenGate::WhenDurable]
+            .into_iter()
+            .enumerate()
+        {
+            let (opener, _wait) = sysward_sandbox::jail::gate().unwrap();
+            let seq =
+                write_job(&a, json!({"event": "action_start", "n": n}), open, opener).unwrap();
+            assert!(!a.state.lock().unwrap().unsynced, "{open:?}: not synced");
+            let anchor = std::fs::read_to_string(&head).unwrap();
+            assert!(
+                anchor.starts_with(&format!("{seq:020}")),
+                "{open:?}: the anchor does not follow: {anchor}"
+            );
+        }
+        assert_eq!(broken(&log, &head), None);
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

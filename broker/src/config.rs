@@ -111,6 +111,9 @@ pub struct InitConf {
     /// `TOOL_SCHEMA`: how much the tool descriptions say.
     pub tool_schema: ToolSchema,
     pub search_url: Option<String>,
+    /// `cve_lookup`'s services (None: the real NVD and Debian tracker).
+    pub nvd_url: Option<String>,
+    pub tracker_url: Option<String>,
     pub agent_user: String,
     pub model_user: String,
 }
@@ -159,6 +162,8 @@ pub fn parse(text: &str) -> Result<(InitConf, Vec<String>), ConfigError> {
         max_reply_tokens: None,
         tool_schema: ToolSchema::Auto,
         search_url: None,
+        nvd_url: None,
+        tracker_url: None,
         agent_user: DEFAULT_AGENT_USER.to_string(),
         model_user: DEFAULT_MODEL_USER.to_string(),
     };
@@ -172,6 +177,8 @@ pub fn parse(text: &str) -> Result<(InitConf, Vec<String>), ConfigError> {
         "MAX_REPLY_TOKENS",
         "TOOL_SCHEMA",
         "SEARCH_URL",
+        "NVD_URL",
+        "DEBIAN_TRACKER_URL",
         "AGENT_USER",
         "MODEL_USER",
     ]
@@ -250,6 +257,8 @@ pub fn parse(text: &str) -> Result<(InitConf, Vec<String>), ConfigError> {
                 }
             }
             "SEARCH_URL" => conf.search_url = (!value.is_empty()).then_some(value),
+            "NVD_URL" => conf.nvd_url = (!value.is_empty()).then_some(value),
+            "DEBIAN_TRACKER_URL" => conf.tracker_url = (!value.is_empty()).then_some(value),
             "AGENT_USER" => conf.agent_user = value,
             "MODEL_USER" => conf.model_user = value,
             _ => {}

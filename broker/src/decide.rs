@@ -121,6 +121,7 @@ pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, 
         | Tool::ProbeHttp
         | Tool::WebFetch
         | Tool::WebSearch
+        | Tool::CveLookup
         | Tool::Download => Ok(Plan::Net(crate::net_action::plan(
             tool,
             &req.arguments,

@@ -241,14 +241,6 @@ impl<'a> TempFile<'a> {
         })
     }
 
-    /// A descriptor of the file for the executor.
-    pub fn executor_fd(&self) -> Result<OwnedFd, String> {
-        self.file
-            .try_clone()
-            .map(OwnedFd::from)
-            .map_err(|e| format!("cannot share the temporary file: {e}"))
-    }
-
     /// Its size now, from the broker's own fstat.
     pub fn size(&self) -> Result<u64, String> {
         fstat(self.file.as_fd())

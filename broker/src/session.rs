@@ -1369,25 +1369,29 @@ impl<'a> Session<'a> {
     /// The start record of an action, on disk before the action runs. For a
     /// command it is written by the audit writer while the command's
     /// confinement steps run; the gate lets it execve only once the record is
-    /// durable. Returns the gate to hand to the spawn and the writer's answer.
-    #[allow(clippy::type_complexity)]
+    /// durable (or, for an action that changes nothing and sends nothing,
+    /// written: see [`crate::audit::OpenGate`]). Returns the gate to hand to
+    /// the spawn and the writer's answer.
     fn audit_start(
         &mut self,
         mut start: serde_json::Value,
-        gated: bool,
+        gated: Option<crate::audit::OpenGate>,
     ) -> Result<(
         Option<sysward_sandbox::jail::GateWait>,
-        Option<std::sync::mpsc::Receiver<Result<u64>>>,
+        Option<PendingStart>,
     )> {
         self.secrets.redactor().redact_json(&mut start);
-        if gated {
+        if let Some(open) = gated {
             if self.audit_writer.is_none() {
                 self.audit_writer = crate::audit::Writer::start(Arc::clone(&self.ctx.audit)).ok();
             }
             if let (Some(writer), Ok((opener, wait))) =
                 (&self.audit_writer, sysward_sandbox::jail::gate())
             {
-                return Ok((Some(wait), Some(writer.record_then_open(start, opener))));
+                return Ok((
+                    Some(wait),
+                    Some(writer.record_then_open(start, open, opener)),
+                ));
             }
         }
         self.ctx.audit.record(start)?;
@@ -1421,6 +1425,8 @@ impl<'a> Session<'a> {
             redactor: self.secrets.redactor(),
             allow: self.engine.block().network_allow.clone(),
             search_url: self.project.conf.search_url.clone(),
+            nvd_url: self.project.conf.nvd_url.clone(),
+            tracker_url: self.project.conf.tracker_url.clone(),
             extra_roots: self.engine.block().network_extra_roots.clone(),
             max_download: self.engine.block().max_download_size,
             state_dir: self.ctx.layout.state_dir.clone(),
@@ -1459,7 +1465,14 @@ impl<'a> Session<'a> {
             crate::decide::Plan::Command(_)
                 | crate::decide::Plan::Builtin { .. }
                 | crate::decide::Plan::Skill { .. }
-        );
+        )
+        .then(|| {
+            if profile.changes_nothing() {
+                crate::audit::OpenGate::WhenWritten
+            } else {
+                crate::audit::OpenGate::WhenDurable
+            }
+        });
         let (mut gate, mut pending_audit) = match self.audit_start(start_record, gated) {
             Ok(g) => g,
             Err(e) => {
@@ -1541,7 +1554,7 @@ impl<'a> Session<'a> {
         };
         if !matches!(spec, sysward_ipc::exec::ExecSpec::Command { .. }) {
             if let Err(e) = settle(&mut pending_audit) {
-                return refused(&mut None, ToolStatus::Error, e);
+                return refused(&mut None, ToolStatus::Error, e.to_string());
             }
         }
         if !temp_dirs.is_empty() {
@@ -1570,9 +1583,15 @@ impl<'a> Session<'a> {
                     gate: gate.take(),
                 },
             );
-            // The start record is on disk before any retry, or nothing ran.
+            // The start record is on disk before any retry and before the
+            // result is released.
             if let Err(e) = settle(&mut pending_audit) {
-                return refused(&mut None, ToolStatus::Error, e);
+                let ran = e.may_have_run();
+                return (
+                    ToolResult::refused(call_id, ToolStatus::Error, e.to_string()),
+                    None,
+                    ran,
+                );
             }
             let outcome = match outcome {
                 Ok(o) => o,
@@ -1761,15 +1780,18 @@ impl<'a> Session<'a> {
 
 /// Waits for a start record handed to the audit thread; the error says that
 /// nothing ran.
-fn settle(pending: &mut Option<std::sync::mpsc::Receiver<Result<u64>>>) -> Result<(), String> {
+/// The audit writer's answer for an action's start record.
+type PendingStart = std::sync::mpsc::Receiver<Result<u64, crate::audit::StartRecordError>>;
+
+/// Waits until the start record is on disk.
+fn settle(pending: &mut Option<PendingStart>) -> Result<(), crate::audit::StartRecordError> {
     let Some(answer) = pending.take() else {
         return Ok(());
     };
     answer
         .recv()
-        .unwrap_or_else(|_| Err(anyhow::anyhow!("the audit writer stopped")))
+        .unwrap_or(Err(crate::audit::StartRecordError::WriterGone))
         .map(|_| ())
-        .map_err(|e| format!("the audit log cannot be written, so nothing ran: {e:#}"))
 }
 
 fn unreachable_state() {

@@ -19,6 +19,7 @@ pub mod agent;
 pub mod channel;
 pub mod classify;
 pub mod codec;
+pub mod cve;
 pub mod exec;
 pub mod gateway;
 pub mod model;

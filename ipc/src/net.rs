@@ -137,7 +137,7 @@ impl DnsKind {
 
 /// What an HTTP exchange is for: how the executor reads and renders the
 /// response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HttpPurpose {
     /// Status, selected headers, TLS certificate, timings; the body is not
     /// kept.
@@ -146,6 +146,13 @@ pub enum HttpPurpose {
     Fetch,
     /// A SearXNG-compatible JSON answer rendered as a result list.
     Search { max_results: u32 },
+    /// An NVD CVE API 2.0 answer for one CVE, read into an
+    /// [`crate::cve::NvdRecord`].
+    Nvd { cve: String },
+    /// The Debian security tracker's JSON: the entries `query` asks for,
+    /// judged against the host's dpkg database and release, as
+    /// [`crate::cve::TrackerFindings`].
+    DebianTracker(crate::cve::TrackerQuery),
     /// The body written as it comes to the file on [`NET_DOWNLOAD_FD`]
     /// (a 2xx answer only); the broker hashes and places it.
     Download,
@@ -387,6 +394,10 @@ pub enum NetReport {
     Redirect { status: u16, location: String },
     /// It failed; `error` says why and what to do.
     Failed { error: String },
+    /// One CVE from NVD.
+    Nvd(Box<crate::cve::NvdRecord>),
+    /// What the Debian tracker says about the host.
+    Tracker(crate::cve::TrackerFindings),
     /// Confinement could not be applied in full: nothing was sent.
     ConfinementFailed { step: String, error: String },
     /// The spec itself was refused.
@@ -413,7 +424,8 @@ pub enum NetRequest {
 
 impl_message!(NetRequest, "network spec", NET_SPEC_MAX, { Run = 1 });
 impl_message!(NetReport, "network report", NET_REPORT_MAX, {
-    Done = 1, Redirect = 2, Failed = 3, ConfinementFailed = 4, Refused = 5, Downloaded = 6,
+    Done = 1, Redirect = 2, Failed = 3, ConfinementFailed = 4, Refused = 5, Nvd = 6,
+    Tracker = 7, Downloaded = 8,
 });
 
 #[cfg(test)]

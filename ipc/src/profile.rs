@@ -80,10 +80,65 @@ pub struct ConfinementProfile {
 }
 
 impl ConfinementProfile {
+    /// True when `other` needs the same Landlock ruleset: every field but the
+    /// time and resource limits (applied per action) is equal. Written as an
+    /// exhaustive destructuring so that a field added to the profile joins the
+    /// comparison, or the build fails: a ruleset cached for one profile must
+    /// never confine another.
+    pub fn same_rules_as(&self, other: &ConfinementProfile) -> bool {
+        let ConfinementProfile {
+            name,
+            uid,
+            gid,
+            groups,
+            capabilities,
+            read_paths,
+            read_all_except,
+            write_paths,
+            write_everywhere,
+            protected_paths,
+            hidden_paths,
+            network,
+            scope_signals,
+            allow_mount,
+            timeout_secs: _,
+            limits: _,
+            scratch_dir,
+        } = self;
+        *name == other.name
+            && *uid == other.uid
+            && *gid == other.gid
+            && *groups == other.groups
+            && *capabilities == other.capabilities
+            && *read_paths == other.read_paths
+            && *read_all_except == other.read_all_except
+            && *write_paths == other.write_paths
+            && *write_everywhere == other.write_everywhere
+            && *protected_paths == other.protected_paths
+            && *hidden_paths == other.hidden_paths
+            && *network == other.network
+            && *scope_signals == other.scope_signals
+            && *allow_mount == other.allow_mount
+            && *scratch_dir == other.scratch_dir
+    }
+
     /// True when the profile may write anywhere beyond its scratch directory
     /// (and so runs with sysward's own paths protected by mounts).
     pub fn can_write(&self) -> bool {
         self.write_everywhere || !self.write_paths.is_empty()
+    }
+
+    /// True when the kernel lets an action under this profile change no file
+    /// and send nothing over the network: no write grant (its private scratch
+    /// directory aside), no network, no mount, its signals scoped to itself
+    /// and no capability but reading past file permissions (a read-only
+    /// diagnosis).
+    pub fn changes_nothing(&self) -> bool {
+        !self.can_write()
+            && !self.network
+            && !self.allow_mount
+            && self.scope_signals
+            && self.capabilities.iter().all(|c| c == "CAP_DAC_READ_SEARCH")
     }
 
     /// What the kernel will let it write, in the words of the approval panel,
@@ -133,5 +188,72 @@ impl fmt::Display for ConfinementProfile {
             },
             self.timeout_secs
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_only() -> ConfinementProfile {
+        ConfinementProfile {
+            name: "read-only".into(),
+            uid: 0,
+            gid: 0,
+            groups: Vec::new(),
+            capabilities: vec!["CAP_DAC_READ_SEARCH".into()],
+            read_paths: vec!["/".into()],
+            read_all_except: None,
+            write_paths: Vec::new(),
+            write_everywhere: false,
+            protected_paths: Vec::new(),
+            hidden_paths: Vec::new(),
+            network: false,
+            scope_signals: true,
+            allow_mount: false,
+            timeout_secs: 30,
+            limits: ResourceLimits::default(),
+            scratch_dir: Some("/tmp/scratch".into()),
+        }
+    }
+
+    #[test]
+    fn only_limits_and_time_leave_the_rules_the_same() {
+        let a = read_only();
+        let mut b = read_only();
+        b.timeout_secs = 5;
+        b.limits.max_processes = Some(3);
+        assert!(a.same_rules_as(&b));
+        let changes: [fn(&mut ConfinementProfile); 6] = [
+            |p| p.write_paths.push("/etc".into()),
+            |p| p.hidden_paths.push("/etc/sysward/secrets".into()),
+            |p| p.network = true,
+            |p| p.uid = 1000,
+            |p| p.scratch_dir = None,
+            |p| p.read_all_except = Some(vec!["/etc/sysward".into()]),
+        ];
+        for change in changes {
+            let mut c = read_only();
+            change(&mut c);
+            assert!(!a.same_rules_as(&c), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn changes_nothing_only_without_writes_network_mounts_or_powers() {
+        assert!(read_only().changes_nothing());
+        let changes: [fn(&mut ConfinementProfile); 6] = [
+            |p| p.write_paths.push("/etc".into()),
+            |p| p.write_everywhere = true,
+            |p| p.network = true,
+            |p| p.allow_mount = true,
+            |p| p.scope_signals = false,
+            |p| p.capabilities.push("CAP_NET_ADMIN".into()),
+        ];
+        for change in changes {
+            let mut c = read_only();
+            change(&mut c);
+            assert!(!c.changes_nothing(), "{c:?}");
+        }
     }
 }

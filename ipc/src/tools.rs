@@ -40,6 +40,7 @@ pub enum Tool {
     ProbeHttp,
     WebFetch,
     WebSearch,
+    CveLookup,
     Download,
 }
 
@@ -74,6 +75,7 @@ impl Tool {
         Tool::ProbeHttp,
         Tool::WebFetch,
         Tool::WebSearch,
+        Tool::CveLookup,
         Tool::Download,
     ];
 
@@ -108,6 +110,7 @@ impl Tool {
             Tool::ProbeHttp => "probe_http",
             Tool::WebFetch => "web_fetch",
             Tool::WebSearch => "web_search",
+            Tool::CveLookup => "cve_lookup",
             Tool::Download => "download",
         }
     }
@@ -118,7 +121,9 @@ impl Tool {
     pub fn gates(self) -> &'static [&'static str] {
         match self {
             Tool::ProbeTcp | Tool::ProbeDns | Tool::ProbeHttp => &["ALLOW_NETWORK"],
-            Tool::WebFetch | Tool::WebSearch => &["ALLOW_NETWORK", "ALLOW_WEB_RESEARCH"],
+            Tool::WebFetch | Tool::WebSearch | Tool::CveLookup => {
+                &["ALLOW_NETWORK", "ALLOW_WEB_RESEARCH"]
+            }
             Tool::Download => &["ALLOW_NETWORK", "ALLOW_DOWNLOADS"],
             _ => &[],
         }
@@ -529,6 +534,16 @@ pub static TOOLS: &[ToolMeta] = &[
         desc: "Search the web.",
         effect: Effect::Network,
         params: &[p("query", Ty::Str, true, ""), p("max_results", Ty::Int, false, "")],
+    },
+    ToolMeta {
+        tool: Tool::CveLookup,
+        desc: "CVE severity, CVSS and references (NVD) and, for this host, the Debian tracker's fixed version against the installed one. Give one of cve, package, installed.",
+        effect: Effect::Network,
+        params: &[
+            p("cve", Ty::Str, false, "e.g. CVE-2014-6271"),
+            p("package", Ty::Str, false, "a Debian source package"),
+            p("installed", Ty::Bool, false, "every installed package"),
+        ],
     },
     ToolMeta {
         tool: Tool::Download,

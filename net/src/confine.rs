@@ -3,7 +3,9 @@
 //! First, before any name is resolved (as root, single-threaded): every fd
 //! but the channel closed, no core files, the unprivileged account with every
 //! capability set cleared, non-dumpable, no_new_privs, and Landlock: the
-//! resolver's files readable and nothing else, TCP bind to no port, TCP
+//! resolver's files readable (and, for `cve_lookup`'s tracker request, the
+//! dpkg status database and os-release) and nothing else, TCP bind to no
+//! port, TCP
 //! connect only to the destination's port (and 53 for DNS over TCP), no
 //! signals or abstract unix sockets outside; then a seccomp deny-list: the
 //! executor's (no ptrace, mount, modules, bpf, namespaces, metadata
@@ -50,14 +52,17 @@ fn scoped(connect_ports: Vec<u16>) -> LandlockRules {
     }
 }
 
-/// The first layer. `ports`: the TCP ports it may connect to from now on.
+/// The first layer. `ports`: the TCP ports it may connect to from now on;
+/// `reads`: files it may read besides the resolver's (the host's package
+/// database for `cve_lookup`), until the second layer takes every file away.
 pub fn before_resolving(
     uid: u32,
     gid: u32,
     keep_fd: i32,
     ports: &[u16],
+    reads: &[&str],
 ) -> Result<(), SandboxError> {
-    before_resolving_keeping(uid, gid, &[keep_fd], ports)
+    before_resolving_keeping(uid, gid, &[keep_fd], ports, reads)
 }
 
 /// [`before_resolving`], keeping more than the channel open (a download's
@@ -68,6 +73,7 @@ pub fn before_resolving_keeping(
     gid: u32,
     keep_fds: &[i32],
     ports: &[u16],
+    reads: &[&str],
 ) -> Result<(), SandboxError> {
     if uid == 0 || gid == 0 {
         return Err(SandboxError::step(
@@ -86,7 +92,11 @@ pub fn before_resolving_keeping(
     ports.sort_unstable();
     ports.dedup();
     let mut rules = scoped(ports);
-    for file in RESOLVER_FILES.iter().chain(std::iter::once(&OWN_STAT)) {
+    for file in RESOLVER_FILES
+        .iter()
+        .chain(std::iter::once(&OWN_STAT))
+        .chain(reads)
+    {
         // A resolver file the host lacks is simply not granted.
         if Path::new(file).exists() {
             rules.grant_path(Path::new(file), landlock::read_access())?;

@@ -2,7 +2,7 @@
 //! each; a redirect goes back to the broker).
 
 use crate::render::{self, BodyKind};
-use crate::{address, confine, resolve, runtime, Stop};
+use crate::{address, confine, cve, dpkg, resolve, runtime, Stop};
 use reqwest::{Certificate, Url};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -58,17 +58,27 @@ pub fn get(spec: &NetSpec, raw: &str, purpose: HttpPurpose) -> Result<NetReport,
         .port_or_known_default()
         .ok_or_else(|| format!("{raw:?} has no port"))?;
     let host = url.host_str().unwrap_or_default().to_string();
+    let download = purpose == HttpPurpose::Download;
+    let tracker = matches!(purpose, HttpPurpose::DebianTracker(_));
+    let reads = if tracker { dpkg::files() } else { Vec::new() };
     let mut keep = vec![sysward_ipc::net::NET_CHANNEL_FD];
-    if purpose == HttpPurpose::Download {
+    if download {
         keep.push(NET_DOWNLOAD_FD);
         // The kernel's bound on the file as well as this process's own
         // check: even a subverted executor cannot grow it past the cap.
         sysward_sandbox::sys::setrlimit(libc::RLIMIT_FSIZE, spec.max_body.max(1))
             .map_err(|e| Stop::Failed(format!("cannot bound the download's size: {e}")))?;
     }
-    confine::before_resolving_keeping(spec.uid, spec.gid, &keep, &[port])?;
-    let mut sink = if purpose == HttpPurpose::Download {
+    confine::before_resolving_keeping(spec.uid, spec.gid, &keep, &[port], &reads)?;
+    let mut sink = if download {
         Some(download_file()?)
+    } else {
+        None
+    };
+    // Read as the unprivileged account, before the second layer takes
+    // every file away.
+    let host_packages = if tracker {
+        Some((dpkg::installed()?, dpkg::release()?))
     } else {
         None
     };
@@ -116,7 +126,7 @@ pub fn get(spec: &NetSpec, raw: &str, purpose: HttpPurpose) -> Result<NetReport,
     let exchange = rt.block_on(async {
         tokio::time::timeout(
             limit,
-            exchange(&client, &url, spec.max_body, purpose, sink.as_mut()),
+            exchange(&client, &url, spec.max_body, &purpose, sink.as_mut()),
         )
         .await
     });
@@ -130,7 +140,7 @@ pub fn get(spec: &NetSpec, raw: &str, purpose: HttpPurpose) -> Result<NetReport,
         }
     };
     let total = started.elapsed();
-    finish(&url, purpose, exchanged, resolved, total, spec.max_body)
+    finish(&url, purpose, exchanged, resolved, total, host_packages)
 }
 
 /// The broker's file on [`NET_DOWNLOAD_FD`]: checked to be an empty
@@ -171,7 +181,7 @@ async fn exchange(
     client: &reqwest::Client,
     url: &Url,
     max_body: u64,
-    purpose: HttpPurpose,
+    purpose: &HttpPurpose,
     mut sink: Option<&mut std::fs::File>,
 ) -> Result<Exchanged, Stop> {
     let start = Instant::now();
@@ -190,14 +200,14 @@ async fn exchange(
         .map(<[u8]>::to_vec);
     let mut body = Vec::new();
     let mut written: u64 = 0;
-    if purpose == HttpPurpose::Download && !status.is_redirection() && !status.is_success() {
+    if *purpose == HttpPurpose::Download && !status.is_redirection() && !status.is_success() {
         return Err(Stop::Failed(format!(
             "{url}: the server answered HTTP {}; nothing was kept",
             status.as_u16()
         )));
     }
     // A probe and a redirect need no body.
-    if purpose != HttpPurpose::Probe && !status.is_redirection() {
+    if *purpose != HttpPurpose::Probe && !status.is_redirection() {
         if let Some(len) = resp.content_length() {
             if len > max_body {
                 return Err(Stop::Failed(format!(
@@ -243,7 +253,7 @@ fn finish(
     ex: Exchanged,
     resolved: Duration,
     total: Duration,
-    max_body: u64,
+    host_packages: Option<(dpkg::Installed, String)>,
 ) -> Result<NetReport, Stop> {
     let header = |name: &str| {
         ex.headers
@@ -330,7 +340,6 @@ fn finish(
                     ex.status.as_u16()
                 )));
             }
-            let _ = max_body;
             let host = url.host_str().unwrap_or_default();
             let list = render::search_results(&ex.body, max_results, host)?;
             Ok(NetReport::Done {
@@ -339,6 +348,27 @@ fn finish(
                 ),
                 url: Some(url.to_string()),
             })
+        }
+        HttpPurpose::Nvd { cve } => {
+            if !ex.status.is_success() {
+                return Err(Stop::Failed(format!(
+                    "NVD answered HTTP {} for {cve}; check NVD_URL (NVD also limits clients without an API key to a few requests a minute)",
+                    ex.status.as_u16()
+                )));
+            }
+            let record = cve::nvd_record(&ex.body, &cve)?;
+            Ok(NetReport::Nvd(Box::new(record)))
+        }
+        HttpPurpose::DebianTracker(query) => {
+            if !ex.status.is_success() {
+                return Err(Stop::Failed(format!(
+                    "the Debian security tracker answered HTTP {}; check DEBIAN_TRACKER_URL",
+                    ex.status.as_u16()
+                )));
+            }
+            let (installed, release) = host_packages.unwrap_or_default();
+            let findings = cve::tracker_findings(&ex.body, &query, &installed, &release)?;
+            Ok(NetReport::Tracker(findings))
         }
     }
 }

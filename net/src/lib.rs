@@ -4,6 +4,8 @@
 
 pub mod address;
 pub mod confine;
+pub mod cve;
+pub mod dpkg;
 pub mod http;
 pub mod probe;
 pub mod render;

@@ -63,7 +63,11 @@ fn main() {
     let code = match report {
         NetReport::ConfinementFailed { .. } | NetReport::Refused { .. } => EXIT_NOT_RUN,
         NetReport::Failed { .. } => 1,
-        NetReport::Done { .. } | NetReport::Redirect { .. } | NetReport::Downloaded { .. } => 0,
+        NetReport::Done { .. }
+        | NetReport::Redirect { .. }
+        | NetReport::Nvd(_)
+        | NetReport::Tracker(_)
+        | NetReport::Downloaded { .. } => 0,
     };
     send(&chan, &report);
     std::process::exit(code);
@@ -73,7 +77,7 @@ fn run(spec: &NetSpec) -> NetReport {
     let result = match &spec.op {
         NetOp::ProbeTcp { host, port } => probe::tcp(spec, host, *port),
         NetOp::ProbeDns { name, kind, server } => probe::dns(spec, name, *kind, *server),
-        NetOp::Http { url, purpose } => http::get(spec, url, *purpose),
+        NetOp::Http { url, purpose } => http::get(spec, url, purpose.clone()),
     };
     match result {
         Ok(report) => report,

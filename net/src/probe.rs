@@ -17,6 +17,7 @@ pub fn tcp(spec: &NetSpec, host: &str, port: u16) -> Result<NetReport, Stop> {
         spec.gid,
         sysward_ipc::net::NET_CHANNEL_FD,
         &[port],
+        &[],
     )?;
     let started = Instant::now();
     let addrs = resolve::host(host)?;
@@ -73,7 +74,13 @@ pub fn dns(
         address::admit(&ip.to_string(), &[ip], port, &spec.allow)?;
         ports.push(port);
     }
-    confine::before_resolving(spec.uid, spec.gid, sysward_ipc::net::NET_CHANNEL_FD, &ports)?;
+    confine::before_resolving(
+        spec.uid,
+        spec.gid,
+        sysward_ipc::net::NET_CHANNEL_FD,
+        &ports,
+        &[],
+    )?;
     let record_type = match kind {
         DnsKind::A => RecordType::A,
         DnsKind::Aaaa => RecordType::AAAA,

@@ -46,7 +46,7 @@ fn probe(allowed: u16, other: u16) {
     let mut say = |name: &str, result: String| {
         let _ = writeln!(out, "{name} {result}");
     };
-    if let Err(e) = confine::before_resolving(65534, 65534, 1, &[allowed]) {
+    if let Err(e) = confine::before_resolving(65534, 65534, 1, &[allowed], &[]) {
         say("first_layer", format!("failed {e}"));
         return;
     }

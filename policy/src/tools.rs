@@ -74,7 +74,7 @@ pub fn catalog(tool: Tool) -> Option<ToolSpec> {
         // connection each, internal destinations only where the operator
         // listed them (NETWORK_ALLOW).
         Tool::ProbeTcp | Tool::ProbeDns | Tool::ProbeHttp => (C::Network, R::Low, A::None),
-        Tool::WebFetch | Tool::WebSearch => (C::Network, R::Low, A::None),
+        Tool::WebFetch | Tool::WebSearch | Tool::CveLookup => (C::Network, R::Low, A::None),
         // Gated by ALLOW_NETWORK and ALLOW_DOWNLOADS (the category), and its
         // one target judged exactly as write_file's.
         Tool::Download => (C::Download, R::Low, A::Write),
@@ -90,7 +90,7 @@ pub fn catalog(tool: Tool) -> Option<ToolSpec> {
 /// The tools that read the web for the model: ALLOW_WEB_RESEARCH gates them
 /// as well as ALLOW_NETWORK.
 pub fn is_web_research(tool: Tool) -> bool {
-    matches!(tool, Tool::WebFetch | Tool::WebSearch)
+    matches!(tool, Tool::WebFetch | Tool::WebSearch | Tool::CveLookup)
 }
 
 /// The tools that reach the network.
@@ -102,6 +102,7 @@ pub fn is_network(tool: Tool) -> bool {
             | Tool::ProbeHttp
             | Tool::WebFetch
             | Tool::WebSearch
+            | Tool::CveLookup
             | Tool::Download
     )
 }
