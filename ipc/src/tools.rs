@@ -40,6 +40,7 @@ pub enum Tool {
     ProbeHttp,
     WebFetch,
     WebSearch,
+    RegisterTool,
 }
 
 impl Tool {
@@ -73,6 +74,7 @@ impl Tool {
         Tool::ProbeHttp,
         Tool::WebFetch,
         Tool::WebSearch,
+        Tool::RegisterTool,
     ];
 
     /// The name the model calls it by.
@@ -106,6 +108,7 @@ impl Tool {
             Tool::ProbeHttp => "probe_http",
             Tool::WebFetch => "web_fetch",
             Tool::WebSearch => "web_search",
+            Tool::RegisterTool => "register_tool",
         }
     }
 
@@ -116,6 +119,7 @@ impl Tool {
         match self {
             Tool::ProbeTcp | Tool::ProbeDns | Tool::ProbeHttp => &["ALLOW_NETWORK"],
             Tool::WebFetch | Tool::WebSearch => &["ALLOW_NETWORK", "ALLOW_WEB_RESEARCH"],
+            Tool::RegisterTool => &["ALLOW_SELF_TOOL_CREATION"],
             _ => &[],
         }
     }
@@ -148,6 +152,8 @@ pub enum Ty {
     Command,
     /// `{"NAME": "value", …}` (an environment).
     StrMap,
+    /// Any JSON object (a tool's parameter schema, checked by the broker).
+    Object,
 }
 
 impl Ty {
@@ -161,6 +167,7 @@ impl Ty {
                 "command": {"type": "string"},
                 "args": {"type": "array", "items": {"type": "string"}}}}),
             Ty::StrMap => json!({"type": "object", "additionalProperties": {"type": "string"}}),
+            Ty::Object => json!({"type": "object"}),
         }
     }
 
@@ -172,6 +179,7 @@ impl Ty {
             Ty::StrList => "[str]",
             Ty::Command => "{command,args}",
             Ty::StrMap => "{NAME: str}",
+            Ty::Object => "{…}",
         }
     }
 
@@ -189,6 +197,7 @@ impl Ty {
             Ty::StrMap => v
                 .as_object()
                 .is_some_and(|o| o.values().all(Value::is_string)),
+            Ty::Object => v.is_object(),
         }
     }
 }
@@ -525,6 +534,25 @@ pub static TOOLS: &[ToolMeta] = &[
         desc: "Search the web.",
         effect: Effect::Network,
         params: &[p("query", Ty::Str, true, ""), p("max_results", Ty::Int, false, "")],
+    },
+    ToolMeta {
+        tool: Tool::RegisterTool,
+        desc: "Save a script as a project tool (tools/NAME/); usable once a person approves it.",
+        effect: Effect::Write,
+        params: &[
+            p("name", Ty::Str, true, "a-z 0-9 _"),
+            p("description", Ty::Str, true, ""),
+            p(
+                "parameters",
+                Ty::Object,
+                false,
+                "JSON schema: {type: object, properties: {N: {type: string|integer|boolean|array}}, required}",
+            ),
+            p("category", Ty::Str, true, "read-only, write, network, ..."),
+            p("risk", Ty::Str, true, "safe, low, medium, high"),
+            p("script", Ty::Str, true, "with #! line; gets the arguments as JSON on stdin, prints JSON"),
+            REASON,
+        ],
     },
 ];
 
