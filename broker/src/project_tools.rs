@@ -351,7 +351,13 @@ pub fn register_plan(
     let manifest_path = dir.join(RegisterToolArgs::MANIFEST);
     skills::check_manifest(&manifest, &manifest_path, &a.name, Home::Project)
         .map_err(|e| format!("register_tool: {e}"))?;
-    let targets = vec![dir.join(RegisterToolArgs::SCRIPT), manifest_path];
+    // The tools directory itself is a target: the executor may have to
+    // create it (and the grant is then its parent, the project).
+    let targets = vec![
+        tools_dir.to_path_buf(),
+        dir.join(RegisterToolArgs::SCRIPT),
+        manifest_path,
+    ];
     let display = format!(
         "register_tool {}",
         crate::tools::shell_quote(&dir.display().to_string())
@@ -413,6 +419,11 @@ impl SessionTools {
         self.approved.iter().map(|t| t.skill.tool.clone()).collect()
     }
 
+    /// The names of the tools waiting for a person.
+    pub fn unapproved(&self) -> Vec<String> {
+        self.waiting.iter().map(|(name, _)| name.clone()).collect()
+    }
+
     /// True when `name` is an approved project tool (its output is JSON).
     pub fn is_offered(&self, name: &str) -> bool {
         self.approved.iter().any(|t| t.skill.tool.name == name)
@@ -443,7 +454,7 @@ impl SessionTools {
     /// After `register_tool` wrote a tool: its pending approval, and what
     /// the model is told about it.
     pub fn registered(
-        &self,
+        &mut self,
         arguments: &str,
         approvals: &Approvals,
         request: impl Fn(&ProjectTool) -> ApprovalRequest,
@@ -452,18 +463,20 @@ impl SessionTools {
             return String::new();
         };
         match load_one(&self.dir.join(&a.name), &a.name) {
-            Ok(t) => match approvals.create(request(&t)) {
-                Ok(c) => format!(
-                    "registered project tool {} (sha256 {}); it is not usable yet: {}",
-                    a.name,
-                    t.sha256,
-                    not_approved_message(&a.name, Some(&c.approval().id))
-                ),
-                Err(e) => format!(
-                    "registered project tool {}, but its approval could not be stored: {e}",
-                    a.name
-                ),
-            },
+            Ok(t) => {
+                let hint = match approvals.create(request(&t)) {
+                    Ok(c) => not_approved_message(&a.name, Some(&c.approval().id)),
+                    Err(e) => format!("{}; {e}", not_approved_message(&a.name, None)),
+                };
+                // A new version of an offered tool is not that tool.
+                self.approved.retain(|o| o.skill.tool.name != a.name);
+                self.waiting.retain(|(name, _)| name != &a.name);
+                self.waiting.push((a.name.clone(), hint.clone()));
+                format!(
+                    "registered project tool {} (sha256 {}); it is not usable yet: {hint}",
+                    a.name, t.sha256
+                )
+            }
             Err(why) => format!("registered, but the tool cannot be used as written: {why}"),
         }
     }

@@ -502,6 +502,7 @@ impl<'a> Session<'a> {
                 .into_iter()
                 .chain(project_tools.offered())
                 .collect(),
+            unapproved_tools: project_tools.unapproved(),
             withheld_tools: sysward_ipc::tools::withheld(|flag| {
                 project.policy.flag(flag).unwrap_or(false)
             }),
@@ -1039,6 +1040,10 @@ impl<'a> Session<'a> {
             "profile": decision.profile.as_ref().map(|p| p.to_string()),
             "model_reason": sanitize::one_line(plan.reason(), 500),
         });
+        // A project tool runs as the command it is; the record names it too.
+        if self.project_tools.is_offered(&req.tool) {
+            record["project_tool"] = json!(req.tool);
+        }
         // The same action at most twice per task (or CLI message), whether
         // it succeeded or not: a third asks the model to use the result or
         // change approach instead of looping.
@@ -1174,17 +1179,18 @@ impl<'a> Session<'a> {
     /// A project tool's output is its JSON (as a skill pack's); a tool that
     /// `register_tool` wrote gets its pending approval, which the model is
     /// told how to have decided.
-    fn project_tool_result(&self, req: &ToolRequest, mut result: ToolResult) -> ToolResult {
+    fn project_tool_result(&mut self, req: &ToolRequest, mut result: ToolResult) -> ToolResult {
         if result.status != ToolStatus::Ok {
             return result;
         }
         if req.tool == sysward_ipc::tools::Tool::RegisterTool.name() && result.exit_code.is_none() {
             let mode = self.project.policy.execution_mode.as_str();
+            let (id, host, task) = (&self.id, &self.ctx.hostname, &self.current_task);
             let note = self
                 .project_tools
                 .registered(&req.arguments, &self.approvals, |t| {
-                    let mut r = t.approval_request(&self.id, &self.ctx.hostname, mode);
-                    r.task.clone_from(&self.current_task);
+                    let mut r = t.approval_request(id, host, mode);
+                    r.task.clone_from(task);
                     r
                 });
             let _ = self.audit(
