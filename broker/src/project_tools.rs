@@ -209,6 +209,11 @@ pub fn load(dir: &Path, packs: &Skills) -> ProjectTools {
             return out;
         }
     };
+    if let Err(why) = skills::check_home(dir) {
+        out.warnings
+            .push(format!("no project tool is offered: {why}"));
+        return out;
+    }
     let mut names: Vec<String> = entries
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())

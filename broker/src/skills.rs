@@ -144,6 +144,11 @@ fn strict(path: &Path, place: Place) -> Result<std::fs::Metadata, SkillError> {
     Ok(meta)
 }
 
+/// Checks that a directory of tools is root's and writable by nobody else.
+pub fn check_home(dir: &Path) -> Result<(), SkillError> {
+    strict(dir, Place::ProjectDir).map(|_| ())
+}
+
 /// Loads every pack beneath `dir` (none when it does not exist), in name
 /// order.
 pub fn load(dir: &Path) -> Result<Skills, SkillError> {

@@ -293,3 +293,95 @@ fn register_tool_with_the_flag_off_is_refused_and_writes_nothing() {
         "",
     );
 }
+
+/// Tools an operator writes into tools/ follow the same rule: a pending
+/// approval, not offered until approved; a broken manifest is a warning
+/// naming its file and line, and the session goes on.
+#[test]
+fn operator_written_tools_wait_for_approval_and_broken_ones_do_not_stop_the_session() {
+    let test = "operator_written_tools_wait_for_approval_and_broken_ones_do_not_stop_the_session";
+    if !require_root(test) {
+        return;
+    }
+    ensure_accounts();
+    let project = TestProject::new("register-tool-operator");
+    for (name, manifest) in [
+        (
+            "uptime_json",
+            r#"{"description": "Uptime in seconds.", "executable": "run", "category": "read-only", "risk": "safe"}"#,
+        ),
+        (
+            "broken",
+            "{\"description\": \"x\",\n \"executable\": \"run\",\n \"colour\": 1}",
+        ),
+    ] {
+        let dir = project.path(&format!("tools/{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("skill.json"), manifest).unwrap();
+        std::fs::write(
+            dir.join("run"),
+            "#!/bin/sh\necho \"{\\\"uptime\\\": $(cut -d. -f1 /proc/uptime)}\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(dir.join("run"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(
+        project.path("tools"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let first = run_scripted(
+        &project,
+        vec![tool_call("uptime_json", serde_json::json!({}))],
+        POLICY,
+        "Report the uptime.",
+    );
+    let out = String::from_utf8_lossy(&first.output.stdout).to_string();
+    let mut c = Checks::default();
+    c.check(
+        out.contains("\"event\":\"task_start\"") && out.contains("\"event\":\"tool_start\""),
+        "a broken project tool does not stop the session",
+        &describe(&first.output),
+    );
+    c.check(
+        out.contains("tools/broken/skill.json line 3"),
+        "the broken manifest is reported naming its file and line",
+        &out,
+    );
+    c.check(
+        !offered(&first).contains("\"uptime_json\"")
+            && first.results[0].contains("is not approved")
+            && first.results[0].contains("sysward approve"),
+        "an operator's tool is not offered before approval, and a call says how to approve it",
+        &first.results[0],
+    );
+    let waiting = pending(&project);
+    c.check(
+        waiting.len() == 1,
+        "one pending approval: the usable tool's",
+        "",
+    );
+    for a in &waiting {
+        let ok = run_sysward(
+            &[
+                "approve",
+                a["id"].as_str().unwrap(),
+                "--root",
+                project.dir.to_str().unwrap(),
+            ],
+            Duration::from_secs(10),
+        );
+        assert!(ok.status.success(), "{}", describe(&ok));
+    }
+    let second = run_scripted(
+        &project,
+        vec![tool_call("uptime_json", serde_json::json!({}))],
+        POLICY,
+        "Report the uptime.",
+    );
+    c.check(
+        offered(&second).contains("\"uptime_json\"") && second.results[0].contains("\"uptime\": "),
+        "once approved it is offered and returns its JSON",
+        &second.results[0],
+    );
+}
