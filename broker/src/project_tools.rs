@@ -486,3 +486,58 @@ impl SessionTools {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn args(name: &str, parameters: serde_json::Value, script: &str) -> String {
+        serde_json::json!({"name": name, "description": "d", "parameters": parameters,
+            "category": "read-only", "risk": "low", "script": script})
+        .to_string()
+    }
+
+    #[test]
+    fn register_refuses_bad_names_schemas_and_scripts() {
+        let dir = Path::new("/p/tools");
+        let packs = Skills::default();
+        let ok = serde_json::json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+        let (plan, name) =
+            register_plan(&args("good_tool", ok.clone(), "#!/bin/sh\n"), dir, &packs).unwrap();
+        assert_eq!(name, "good_tool");
+        let Plan::File {
+            targets,
+            op: FileOp::RegisterTool(a),
+            ..
+        } = plan
+        else {
+            panic!("not a register_tool file plan");
+        };
+        assert_eq!(a.directory, "/p/tools/good_tool");
+        assert!(targets.contains(&PathBuf::from("/p/tools")));
+        assert!(a.manifest.contains("\"executable\": \"run\""));
+        for bad in ["../x", "a/b", "-x", "exec", "X", "a", ".hidden"] {
+            assert!(
+                register_plan(&args(bad, ok.clone(), "#!/bin/sh\n"), dir, &packs).is_err(),
+                "{bad}"
+            );
+        }
+        let nested = serde_json::json!({"type": "object", "properties": {"n": {"type": "object"}}});
+        assert!(register_plan(&args("t_nested", nested, "#!/bin/sh\n"), dir, &packs).is_err());
+        assert!(register_plan(&args("t_noshebang", ok.clone(), "echo hi\n"), dir, &packs).is_err());
+        let unknown_field = r##"{"name":"t_x","description":"d","category":"read-only","risk":"low","script":"#!/bin/sh\n","path":"/etc"}"##;
+        assert!(register_plan(unknown_field, dir, &packs).is_err());
+    }
+
+    #[test]
+    fn the_hash_binds_both_files_and_their_boundary() {
+        assert_ne!(hash(b"ab", b"c"), hash(b"a", b"bc"));
+        assert_ne!(hash(b"m", b"s1"), hash(b"m", b"s2"));
+        assert_eq!(hash(b"m", b"s"), hash(b"m", b"s"));
+        assert_ne!(
+            approval_key("t", &hash(b"m", b"s")),
+            approval_key("u", &hash(b"m", b"s"))
+        );
+    }
+}
