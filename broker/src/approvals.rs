@@ -788,6 +788,12 @@ pub fn decide_as(
     }))?;
     let _ = audit.anchor();
     Ok(Ok(match a.status {
+        Status::Approved if a.request.tool == LASTING_TOOL => format!(
+            "approved {}: this project tool, exactly as shown, is offered from the next session until {} or until its manifest or script changes:\n  {}",
+            a.id,
+            rfc3339(a.expires),
+            crate::sanitize::one_line(&a.request.command, 2000)
+        ),
         Status::Approved => format!(
             "approved {}: the next run that makes this exact request proceeds once (until {}):\n  {}",
             a.id,

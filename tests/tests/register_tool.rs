@@ -182,6 +182,11 @@ fn a_registered_tool_runs_only_once_a_person_approved_its_exact_bytes() {
             Duration::from_secs(10),
         );
         assert!(ok.status.success(), "{}", describe(&ok));
+        c.check(
+            String::from_utf8_lossy(&ok.stdout).contains("offered from the next session"),
+            "approve says the tool is offered from the next session",
+            &describe(&ok),
+        );
     }
 
     // Session 2: both are offered; the legitimate one works, the one that
