@@ -19,13 +19,16 @@
 use crate::block::{OperatorRule, RuleAction, WriteRule};
 
 /// The file tools a pre-approval may name: those of the shared tool list
-/// that change files (by their catalog entry).
+/// that change files (by their catalog entry). `register_tool` writes files
+/// too, but a project tool needs a person's approval of its exact bytes: a
+/// task file cannot stand in for it.
 fn file_tools() -> Vec<&'static str> {
     use crate::tools::Access;
     sysward_ipc::tools::Tool::ALL
         .iter()
         .filter_map(|t| crate::tools::catalog(*t))
         .filter(|s| !matches!(s.access, Access::None | Access::Read))
+        .filter(|s| s.tool != sysward_ipc::tools::Tool::RegisterTool)
         .map(|s| s.tool.name())
         .collect()
 }
