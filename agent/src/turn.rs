@@ -538,6 +538,11 @@ impl Session {
         let (name, checked) = match (meta, &skill) {
             (Some(m), _) => (m.name().to_string(), tools::check_args(m, &p.arguments)),
             (None, Some(s)) => (s.name.clone(), tools::check_skill_args(s, &p.arguments)),
+            // A project tool waiting for a person: the broker refuses the
+            // call, saying how to have it approved, and records it.
+            (None, None) if self.setup.unapproved_tools.contains(&p.tool) => {
+                (p.tool.clone(), Ok(Map::new()))
+            }
             (None, None) => {
                 self.refused_event(
                     &id,
@@ -615,6 +620,9 @@ impl Session {
             status: result.status,
             duration_ms: result.duration_ms,
         })?;
+        if name == "register_tool" && result.status == ToolStatus::Ok {
+            self.note_registered_tool(&args)?;
+        }
         // File changes keep the broker's note (backup path, rollback) in the journal.
         let writes = meta.is_some_and(|m| m.effect == tools::Effect::Write);
         let note = if writes && !result.message.is_empty() {
@@ -679,6 +687,52 @@ impl Session {
             kind,
             message: crate::redact::redact(message).text,
         })
+    }
+
+    /// A tool `register_tool` wrote: a call of it now goes to the broker
+    /// (which refuses it until a person approves it), and memoria.md's
+    /// Tools section documents it (the seed: path, description, usage,
+    /// language) so that later sessions know it exists.
+    fn note_registered_tool(&mut self, args: &Map<String, Value>) -> Result<(), TurnError> {
+        let s = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("");
+        let name = s("name").to_string();
+        if !self.setup.unapproved_tools.contains(&name) {
+            self.setup.unapproved_tools.push(name.clone());
+        }
+        let params: Vec<String> = args
+            .get("parameters")
+            .and_then(|p| p.get("properties"))
+            .and_then(Value::as_object)
+            .map(|props| props.keys().cloned().collect())
+            .unwrap_or_default();
+        let language = s("script")
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("#!"))
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        let facts = vec![
+            format!("Path: tools/{name}/run (manifest tools/{name}/skill.json)"),
+            format!("Description: {}", s("description")),
+            format!(
+                "Usage: call the tool {name} with {{{}}} (JSON on its stdin, JSON out)",
+                params.join(", ")
+            ),
+            format!("Language: {language}"),
+            "Status: usable once a person approves it (sysward approvals); any change needs a new approval".to_string(),
+        ];
+        self.reload_memory()?;
+        if let Ok((text, report)) =
+            memory::remember(&self.memory, "Tools", Some(&name), &facts, true, false)
+        {
+            if text.len() <= sysward_ipc::agent::STATE_FILE_MAX {
+                self.memory = text;
+                self.save_memory()?;
+                self.state.journal("memory", &report);
+            }
+        }
+        Ok(())
     }
 
     /// remember / forget: edited here, stored by the broker.

@@ -65,10 +65,11 @@ fn prompt_overhead_is_within_budget() {
     println!("prompt overhead, CLI mode, native tools: {cb} bytes ≈ {ct} tokens");
     assert!(nt <= 3000, "native overhead {nt} tokens");
     assert!(tt <= 3000, "text overhead {tt} tokens");
-    // With every flag on, the network tools are described too.
+    // With every flag on, the tools each flag withholds are described too:
+    // the probes, web research, CVE lookups, downloads and register_tool.
     let (ab, at) = overhead_of(true, true, false, false);
     println!("prompt overhead, tasks mode, native tools, every ALLOW_* flag on: {ab} bytes ≈ {at} tokens");
-    assert!(at <= 3500, "native overhead with every tool {at} tokens");
+    assert!(at <= 4000, "native overhead with every tool {at} tokens");
     // Compact descriptions (TOOL_SCHEMA=compact, or auto under 8,192 tokens).
     let (knb, knt) = overhead_with(true, true, true);
     let (ktb, ktt) = overhead_with(false, true, true);

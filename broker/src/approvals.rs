@@ -36,6 +36,11 @@ pub const DEFAULT_TTL_SECS: i64 = 24 * 3600;
 pub const MAX_PENDING_PER_SESSION: usize = 10;
 /// Stored pending approvals in all (bounds disk use whatever sessions do).
 pub const MAX_PENDING_TOTAL: usize = 500;
+/// The `tool` of an approval that is not consumed by use: a project tool's
+/// (its manifest and script, by their hash), which stays approved this long
+/// after a person approved it ([`LASTING_TTL_SECS`]).
+pub const LASTING_TOOL: &str = "project_tool";
+pub const LASTING_TTL_SECS: i64 = 366 * 24 * 3600;
 /// Decided, used and expired approvals are removed this long after expiry.
 pub const KEEP_AFTER_EXPIRY_SECS: i64 = 7 * 24 * 3600;
 /// An approval holds its whole command (at most 1 MiB, as a script) and
@@ -526,6 +531,9 @@ impl Approvals {
         self.decide(id, now, |a| {
             a.status = Status::Approved;
             a.decided_by = Some(crate::sanitize::one_line(who, 200));
+            if a.request.tool == LASTING_TOOL {
+                a.expires = a.expires.max(now + LASTING_TTL_SECS);
+            }
         })
     }
 
@@ -567,6 +575,16 @@ impl Approvals {
         a.used_by_session = Some(crate::sanitize::one_line(session, 200));
         self.write(&a)?;
         Ok(Some(a))
+    }
+
+    /// An approved, unexpired approval for this key, left as it is (a
+    /// project tool's approval is not consumed by use).
+    pub fn granted(&self, key: &str) -> Result<Option<Approval>> {
+        let now = now_unix();
+        Ok(self
+            .list()?
+            .into_iter()
+            .find(|a| a.request.key == key && a.status_at(now) == Status::Approved))
     }
 
     /// A denial of this request key not yet reported to a model: returned once
@@ -770,6 +788,12 @@ pub fn decide_as(
     }))?;
     let _ = audit.anchor();
     Ok(Ok(match a.status {
+        Status::Approved if a.request.tool == LASTING_TOOL => format!(
+            "approved {}: this project tool, exactly as shown, is offered from the next session until {} or until its manifest or script changes:\n  {}",
+            a.id,
+            rfc3339(a.expires),
+            crate::sanitize::one_line(&a.request.command, 2000)
+        ),
         Status::Approved => format!(
             "approved {}: the next run that makes this exact request proceeds once (until {}):\n  {}",
             a.id,

@@ -130,6 +130,9 @@ pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, 
         Tool::Remember | Tool::Forget | Tool::AskSecret => {
             Err(format!("{} is not an action the broker runs", tool.name()))
         }
+        // Planned by the session, which knows the project's tools directory
+        // and the skill packs whose names it may not take.
+        Tool::RegisterTool => Err("register_tool is planned with the project's tools".to_string()),
     }
 }
 

@@ -34,6 +34,7 @@ pub mod patch_plan;
 pub mod pinned;
 pub mod pre_approvals;
 pub mod project;
+pub mod project_tools;
 pub mod record;
 pub mod redact;
 pub mod retry;

@@ -359,6 +359,9 @@ struct Session<'a> {
     engine: Arc<crate::classifier::EngineHandle>,
     /// The operator's skill packs, as loaded when the session started.
     skills: crate::skills::Skills,
+    /// The project's tools (`tools/NAME/`): those a person approved are
+    /// offered.
+    project_tools: crate::project_tools::SessionTools,
     /// The tasks' pre-approvals; `engine` is the running task's.
     pre_approvals: crate::pre_approvals::PreApprovals,
     mode: SessionMode,
@@ -428,13 +431,24 @@ impl<'a> Session<'a> {
             }
             SessionMode::Cli => Vec::new(),
         };
-        for w in &warnings {
-            op.event(&AgentEvent::Warning(w.clone()));
-        }
         // A pack that cannot be used stops the session before anything
         // starts, naming its file (and line).
         let skills = crate::skills::load(&ctx.layout.config_dir.join("skills"))
             .context("cannot load the skill packs")?;
+        let approvals = Approvals::open(&ctx.layout)?;
+        // A project tool that cannot be used, or waits for a person, is a
+        // warning: the session goes on without it.
+        let mode = project.policy.execution_mode.as_str();
+        let (project_tools, tool_warnings) = crate::project_tools::SessionTools::start(
+            &ctx.layout.config_dir.join("tools"),
+            &skills,
+            &approvals,
+            |t| t.approval_request(id, &ctx.hostname, mode),
+        );
+        warnings.extend(tool_warnings);
+        for w in &warnings {
+            op.event(&AgentEvent::Warning(w.clone()));
+        }
         let agent_account = spawn::account(&project.conf.agent_user)?;
         let model_account = spawn::account(&project.conf.model_user)?;
         let engine = session_engine(ctx, &project)?;
@@ -442,7 +456,6 @@ impl<'a> Session<'a> {
         if !project.conf.api_key.is_empty() {
             secrets.add_redaction("API_KEY", &project.conf.api_key, &project.conf.masked_key());
         }
-        let approvals = Approvals::open(&ctx.layout)?;
         let gateway = GatewayLink::start(&ctx.gateway_path, &project.conf, &model_account)
             .context("cannot start the model gateway")?;
         let (chan, agent) = start_agent(ctx, &agent_account)?;
@@ -484,7 +497,12 @@ impl<'a> Session<'a> {
             },
             tasks,
             warnings,
-            skills: skills.tools(),
+            skills: skills
+                .tools()
+                .into_iter()
+                .chain(project_tools.offered())
+                .collect(),
+            unapproved_tools: project_tools.unapproved(),
             withheld_tools: sysward_ipc::tools::withheld(|flag| {
                 project.policy.flag(flag).unwrap_or(false)
             }),
@@ -522,6 +540,7 @@ impl<'a> Session<'a> {
             project,
             engine,
             skills,
+            project_tools,
             pre_approvals,
             mode: req.mode.clone(),
             dry_run: req.dry_run,
@@ -961,7 +980,10 @@ impl<'a> Session<'a> {
         let default_cwd = self.ctx.layout.state_dir.clone();
         let planned = match self.skills.find(&req.tool) {
             Some(skill) => crate::skills::plan(skill, &req.arguments, &default_cwd),
-            None => crate::decide::plan(&req, &default_cwd),
+            None => self
+                .project_tools
+                .plan(&req.tool, &req.arguments, &self.skills)
+                .unwrap_or_else(|| crate::decide::plan(&req, &default_cwd)),
         };
         let planned = planned.and_then(|plan| plan.check_secrets(&self.secrets).map(|()| plan));
         let (plan, decision) = match planned {
@@ -1018,6 +1040,10 @@ impl<'a> Session<'a> {
             "profile": decision.profile.as_ref().map(|p| p.to_string()),
             "model_reason": sanitize::one_line(plan.reason(), 500),
         });
+        // A project tool runs as the command it is; the record names it too.
+        if self.project_tools.is_offered(&req.tool) {
+            record["project_tool"] = json!(req.tool);
+        }
         // The same action at most twice per task (or CLI message), whether
         // it succeeded or not: a third asks the model to use the result or
         // change approach instead of looping.
@@ -1126,6 +1152,7 @@ impl<'a> Session<'a> {
             }
             result
         };
+        let result = self.project_tool_result(&req, result);
         record["status"] = json!(result.status.as_str());
         record["redactions"] = json!(result.redactions);
         record["exit_code"] = json!(result.exit_code);
@@ -1148,6 +1175,40 @@ impl<'a> Session<'a> {
                 "nothing ran, and the audit log failed"
             };
             return ToolResult::refused(&call_id, ToolStatus::Error, format!("{what}: {e}"));
+        }
+        result
+    }
+
+    /// A project tool's output is its JSON (as a skill pack's); a tool that
+    /// `register_tool` wrote gets its pending approval, which the model is
+    /// told how to have decided.
+    fn project_tool_result(&mut self, req: &ToolRequest, mut result: ToolResult) -> ToolResult {
+        if result.status != ToolStatus::Ok {
+            return result;
+        }
+        if req.tool == sysward_ipc::tools::Tool::RegisterTool.name() && result.exit_code.is_none() {
+            let mode = self.project.policy.execution_mode.as_str();
+            let (id, host, task) = (&self.id, &self.ctx.hostname, &self.current_task);
+            let note = self
+                .project_tools
+                .registered(&req.arguments, &self.approvals, |t| {
+                    let mut r = t.approval_request(id, host, mode);
+                    r.task.clone_from(task);
+                    r
+                });
+            let _ = self.audit(
+                json!({"event": "project_tool_registered", "session": self.id, "note": note}),
+            );
+            result.message = format!("{}\n{note}", result.message);
+        } else if self.project_tools.is_offered(&req.tool) {
+            match crate::skills::result_text(&result.stdout) {
+                Ok(text) => result.stdout = text,
+                Err(why) => {
+                    result.status = ToolStatus::Error;
+                    result.stdout.clear();
+                    result.message = why;
+                }
+            }
         }
         result
     }

@@ -144,6 +144,11 @@ fn strict(path: &Path, place: Place) -> Result<std::fs::Metadata, SkillError> {
     Ok(meta)
 }
 
+/// Checks that a directory of tools is root's and writable by nobody else.
+pub fn check_home(dir: &Path) -> Result<(), SkillError> {
+    strict(dir, Place::ProjectDir).map(|_| ())
+}
+
 /// Loads every pack beneath `dir` (none when it does not exist), in name
 /// order.
 pub fn load(dir: &Path) -> Result<Skills, SkillError> {
@@ -186,34 +191,44 @@ fn ty_of(p: &Property, path: &Path, name: &str) -> Result<Ty, SkillError> {
     }
 }
 
-fn load_one(pack: &Path, name: &str) -> Result<Skill, SkillError> {
-    let meta = strict(pack, Place::ProjectDir)?;
-    if !meta.is_dir() {
-        return Err(pack_error(
-            pack,
-            "is not a directory (a pack is a directory holding skill.json and its executable)",
-        ));
-    }
-    if !valid_name(name) {
-        return Err(pack_error(pack, "the pack's name (its directory) must be 2-48 characters of a-z, 0-9 and _, starting with a letter"));
-    }
-    if Tool::from_name(name).is_some() {
-        return Err(pack_error(
-            pack,
-            format!("{name} is the name of a built-in tool; rename the pack"),
-        ));
-    }
-    let manifest_path = pack.join("skill.json");
-    let m = strict(&manifest_path, Place::File)?;
-    if m.len() > MANIFEST_MAX {
-        return Err(pack_error(
-            &manifest_path,
-            format!("is larger than {} KiB", MANIFEST_MAX >> 10),
-        ));
-    }
-    let text = std::fs::read_to_string(&manifest_path)
-        .map_err(|e| pack_error(&manifest_path, e.to_string()))?;
-    let manifest: Manifest = serde_json::from_str(&text).map_err(|e| {
+/// Where a manifest lives, which decides what it may claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Home {
+    /// The operator's skill packs: decided by the manifest's category and
+    /// risk, so only read-only or network.
+    Packs,
+    /// A project tool (`PROJECT/tools/NAME/`): the manifest's category and
+    /// risk are shown to a person but decide nothing, so any is accepted.
+    Project,
+}
+
+/// A manifest's checked content, before its executable is looked at.
+struct Checked {
+    tool: SkillTool,
+    executable: String,
+    category: Category,
+    risk: Risk,
+    timeout_secs: u64,
+}
+
+/// Checks a manifest's text (from `manifest_path`, which errors name) as
+/// the loader does; `name` is the tool's (its directory's) name.
+pub fn check_manifest(
+    text: &str,
+    manifest_path: &Path,
+    name: &str,
+    home: Home,
+) -> Result<(), SkillError> {
+    parse_manifest(text, manifest_path, name, home).map(|_| ())
+}
+
+fn parse_manifest(
+    text: &str,
+    manifest_path: &Path,
+    name: &str,
+    home: Home,
+) -> Result<Checked, SkillError> {
+    let manifest: Manifest = serde_json::from_str(text).map_err(|e| {
         let whole = e.to_string();
         let suffix = format!(" at line {} column {}", e.line(), e.column());
         SkillError::Manifest {
@@ -223,13 +238,13 @@ fn load_one(pack: &Path, name: &str) -> Result<Skill, SkillError> {
             why: whole.strip_suffix(&suffix).unwrap_or(&whole).to_string(),
         }
     })?;
-    let bad = |why: String| pack_error(&manifest_path, why);
+    let bad = |why: String| pack_error(manifest_path, why);
     if manifest.description.trim().is_empty() || manifest.description.len() > 500 {
         return Err(bad("description must be 1 to 500 characters".into()));
     }
     let category = Category::from_name(&manifest.category)
         .ok_or_else(|| bad(format!("unknown category {:?}", manifest.category)))?;
-    if !matches!(category, Category::ReadOnly | Category::Network) {
+    if home == Home::Packs && !matches!(category, Category::ReadOnly | Category::Network) {
         return Err(bad(format!(
             "category {}: a skill pack is read-only or network; a change to the host is a task with its approvals",
             category.as_str()
@@ -249,14 +264,6 @@ fn load_one(pack: &Path, name: &str) -> Result<Skill, SkillError> {
     {
         return Err(bad(
             "executable must be a file name inside the pack's directory".into(),
-        ));
-    }
-    let executable = pack.join(&manifest.executable);
-    let exe = strict(&executable, Place::File)?;
-    if !exe.is_file() || std::os::unix::fs::PermissionsExt::mode(&exe.permissions()) & 0o111 == 0 {
-        return Err(pack_error(
-            &executable,
-            "is not an executable file (chmod 0755)",
         ));
     }
     let mut params = Vec::new();
@@ -280,23 +287,85 @@ fn load_one(pack: &Path, name: &str) -> Result<Skill, SkillError> {
             }
             params.push(SkillParam {
                 name: pname.clone(),
-                ty: ty_of(prop, &manifest_path, pname)?,
+                ty: ty_of(prop, manifest_path, pname)?,
                 required: p.required.contains(pname),
                 description: prop.description.clone().unwrap_or_default(),
             });
         }
     }
-    Ok(Skill {
+    Ok(Checked {
         tool: SkillTool {
             name: name.to_string(),
             description: manifest.description,
             params,
         },
-        executable,
+        executable: manifest.executable,
         category,
         risk,
         timeout_secs,
     })
+}
+
+/// Checks a tool's name (its directory's): the charset, and no built-in's.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if !valid_name(name) {
+        return Err(format!(
+            "{:?}: a tool's name must be 2-48 characters of a-z, 0-9 and _, starting with a letter",
+            crate::sanitize::one_line(name, 64)
+        ));
+    }
+    if Tool::from_name(name).is_some() {
+        return Err(format!(
+            "{name} is the name of a built-in tool; choose another name"
+        ));
+    }
+    Ok(())
+}
+
+fn load_one(pack: &Path, name: &str) -> Result<Skill, SkillError> {
+    load_from(pack, name, Home::Packs).map(|(skill, _)| skill)
+}
+
+/// Loads the tool in directory `pack` named `name`; also returns the
+/// manifest's text exactly as it was parsed.
+pub fn load_from(pack: &Path, name: &str, home: Home) -> Result<(Skill, String), SkillError> {
+    let meta = strict(pack, Place::ProjectDir)?;
+    if !meta.is_dir() {
+        return Err(pack_error(
+            pack,
+            "is not a directory (a pack is a directory holding skill.json and its executable)",
+        ));
+    }
+    check_name(name).map_err(|why| pack_error(pack, why))?;
+    let manifest_path = pack.join("skill.json");
+    let m = strict(&manifest_path, Place::File)?;
+    if m.len() > MANIFEST_MAX {
+        return Err(pack_error(
+            &manifest_path,
+            format!("is larger than {} KiB", MANIFEST_MAX >> 10),
+        ));
+    }
+    let text = std::fs::read_to_string(&manifest_path)
+        .map_err(|e| pack_error(&manifest_path, e.to_string()))?;
+    let checked = parse_manifest(&text, &manifest_path, name, home)?;
+    let executable = pack.join(&checked.executable);
+    let exe = strict(&executable, Place::File)?;
+    if !exe.is_file() || std::os::unix::fs::PermissionsExt::mode(&exe.permissions()) & 0o111 == 0 {
+        return Err(pack_error(
+            &executable,
+            "is not an executable file (chmod 0755)",
+        ));
+    }
+    Ok((
+        Skill {
+            tool: checked.tool,
+            executable,
+            category: checked.category,
+            risk: checked.risk,
+            timeout_secs: checked.timeout_secs,
+        },
+        text,
+    ))
 }
 
 /// The model's arguments checked against the pack's parameters (the agent

@@ -34,6 +34,11 @@ pub fn dirs_of(op: &FileOp) -> Vec<PathBuf> {
         FileOp::CopyFile(a) => vec![&a.destination],
         FileOp::MoveFile(a) => vec![&a.destination],
         FileOp::ApplyPatch(a) => a.files.iter().map(|f| f.path.as_str()).collect(),
+        FileOp::RegisterTool(a) => {
+            let mut dirs = vec![PathBuf::from(&a.directory)];
+            dirs.retain(|d| d.is_absolute());
+            return dirs;
+        }
         _ => Vec::new(),
     };
     let mut dirs = Vec::new();

@@ -404,3 +404,41 @@ fn child_checks_decider() {
         Err(e) => println!("DECIDER: {e}"),
     }
 }
+
+/// A project tool's approval (`approvals::LASTING_TOOL`) is not used up by
+/// a run: `granted` finds it as long as it lasts, and approving it makes it
+/// last `LASTING_TTL_SECS` instead of the pending 24 h; an ordinary
+/// approval's `take_granted` never consumes it.
+#[test]
+fn a_project_tools_approval_lasts_and_is_not_consumed() {
+    need_root!();
+    let (d, layout) = project("lasting");
+    let store = Approvals::open(&layout).unwrap();
+    let mut req = request("s1", "project tool t (sha256 ab)");
+    req.tool = approvals::LASTING_TOOL.to_string();
+    req.key = "lasting-key".to_string();
+    let a = store.create(req).unwrap().approval().clone();
+    assert!(
+        store.granted("lasting-key").unwrap().is_none(),
+        "pending is not granted"
+    );
+    let now = approvals::now_unix();
+    let approved = store.approve(&a.id, "uid 0 (root)").unwrap();
+    assert!(approved.expires >= now + approvals::LASTING_TTL_SECS);
+    for _ in 0..3 {
+        let g = store
+            .granted("lasting-key")
+            .unwrap()
+            .expect("still granted");
+        assert_eq!(g.status, Status::Approved);
+    }
+    assert!(store.take_granted("other-key", "s2").unwrap().is_none());
+    assert!(store.granted("lasting-key").unwrap().is_some());
+    // An ordinary approval still lasts the default and is taken once.
+    let b = store
+        .create(request("s1", "systemctl reload nginx"))
+        .unwrap();
+    let b = store.approve(&b.approval().id, "uid 0 (root)").unwrap();
+    assert!(b.expires <= now + DEFAULT_TTL_SECS + 5);
+    let _ = fs::remove_dir_all(d);
+}

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use sysward_ipc::exec::{
     AppendFileArgs, ChmodArgs, ChownArgs, CopyFileArgs, EditFileArgs, FileChange, FileOp,
-    ListDirArgs, MkdirArgs, MoveFileArgs, ReadFileArgs, RemoveFileArgs, StatArgs, ValidateCommand,
-    WriteFileArgs, FILE_WRITE_MAX,
+    ListDirArgs, MkdirArgs, MoveFileArgs, ReadFileArgs, RegisterToolArgs, RemoveFileArgs, StatArgs,
+    ValidateCommand, WriteFileArgs, FILE_WRITE_MAX,
 };
 
 /// Default `limit` of read_file, in lines.
@@ -69,6 +69,7 @@ pub fn perform(op: &FileOp, ctx: &Ctx) -> OpResult {
         FileOp::DiffFiles(a) => crate::review::diff_files(a).map(|s| (s, None)),
         FileOp::TailFile(a) => crate::review::tail_file(a).map(|s| (s, None)),
         FileOp::ApplyPatch(a) => crate::patch::apply_patch(a, ctx),
+        FileOp::RegisterTool(a) => register_tool(a, ctx),
     }
 }
 
@@ -863,6 +864,54 @@ fn write_file(a: &WriteFileArgs, ctx: &Ctx) -> OpResult {
         verb,
     };
     replace_content(&parent, r, ctx)
+}
+
+/// `register_tool`: the tool's directory, then its script, then its
+/// manifest, each written as write_file writes (atomically, with a diff
+/// when it replaces an older version).
+fn register_tool(a: &RegisterToolArgs, ctx: &Ctx) -> OpResult {
+    let dir = paths::check_path(&a.directory)?;
+    let made = mkdir(&MkdirArgs {
+        path: a.directory.clone(),
+        mode: Some("0755".into()),
+        reason: None,
+    })?;
+    let mut messages = vec![made.0];
+    let mut diffs = Vec::new();
+    for (name, content, mode) in [
+        (RegisterToolArgs::SCRIPT, &a.script, 0o755),
+        (RegisterToolArgs::MANIFEST, &a.manifest, 0o644),
+    ] {
+        let path = dir.join(name).display().to_string();
+        let parent = paths::parent(&path)?;
+        let st = existing(&parent)?;
+        let old = match &st {
+            Some(_) => read_existing(&parent, DIFF_MAX_INPUT).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let r = Replace {
+            st: st.as_ref(),
+            old: &old,
+            new: content.as_bytes(),
+            mode: Some(mode),
+            validate: None,
+            verb: if st.is_some() { "replaced" } else { "created" },
+        };
+        let (msg, change) = replace_content(&parent, r, ctx)?;
+        messages.push(msg);
+        if let Some(c) = change {
+            diffs.push(c.diff);
+        }
+    }
+    Ok((
+        messages.join("; "),
+        Some(FileChange {
+            path: dir.display().to_string(),
+            diff: diffs.join(""),
+            backup: None,
+            rollback: format!("rm -r {}", quote(&dir)),
+        }),
+    ))
 }
 
 fn edit_file(a: &EditFileArgs, ctx: &Ctx) -> OpResult {

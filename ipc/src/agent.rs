@@ -81,6 +81,10 @@ pub struct SessionSetup {
     /// Tools not described to the model: the policy denies every call of
     /// them this session (`tools::withheld`).
     pub withheld_tools: Vec<String>,
+    /// Project tools (`tools/NAME/`) waiting for a person's approval: not
+    /// described to the model; a call of one goes to the broker, which
+    /// refuses it with how to approve it (and audits the refusal).
+    pub unapproved_tools: Vec<String>,
 }
 
 /// A tool from an operator's skill pack, described to the model from its

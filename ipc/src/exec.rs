@@ -128,6 +128,26 @@ pub struct RemoveFileArgs {
     pub reason: Option<String>,
 }
 
+/// `register_tool`: a project tool's directory, created if needed (0755),
+/// its script written as `run` (0755) and then its manifest `skill.json`
+/// (0644), each atomically, so a manifest never names a missing script.
+/// The broker builds it (the manifest from the model's checked fields); the
+/// model never names these paths.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterToolArgs {
+    pub directory: String,
+    pub manifest: String,
+    pub script: String,
+}
+
+impl RegisterToolArgs {
+    /// The script's file name inside the tool's directory.
+    pub const SCRIPT: &'static str = "run";
+    /// The manifest's file name inside the tool's directory.
+    pub const MANIFEST: &'static str = "skill.json";
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MkdirArgs {
@@ -251,6 +271,7 @@ pub enum FileOp {
     DiffFiles(DiffFilesArgs),
     TailFile(TailFileArgs),
     ApplyPatch(ApplyPatchArgs),
+    RegisterTool(RegisterToolArgs),
 }
 
 impl FileOp {
@@ -272,6 +293,7 @@ impl FileOp {
             FileOp::DiffFiles(_) => "diff_files",
             FileOp::TailFile(_) => "tail_file",
             FileOp::ApplyPatch(_) => "apply_patch",
+            FileOp::RegisterTool(_) => "register_tool",
         }
     }
 

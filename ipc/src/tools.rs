@@ -41,6 +41,7 @@ pub enum Tool {
     WebFetch,
     WebSearch,
     CveLookup,
+    RegisterTool,
     Download,
 }
 
@@ -76,6 +77,7 @@ impl Tool {
         Tool::WebFetch,
         Tool::WebSearch,
         Tool::CveLookup,
+        Tool::RegisterTool,
         Tool::Download,
     ];
 
@@ -111,6 +113,7 @@ impl Tool {
             Tool::WebFetch => "web_fetch",
             Tool::WebSearch => "web_search",
             Tool::CveLookup => "cve_lookup",
+            Tool::RegisterTool => "register_tool",
             Tool::Download => "download",
         }
     }
@@ -124,6 +127,7 @@ impl Tool {
             Tool::WebFetch | Tool::WebSearch | Tool::CveLookup => {
                 &["ALLOW_NETWORK", "ALLOW_WEB_RESEARCH"]
             }
+            Tool::RegisterTool => &["ALLOW_SELF_TOOL_CREATION"],
             Tool::Download => &["ALLOW_NETWORK", "ALLOW_DOWNLOADS"],
             _ => &[],
         }
@@ -157,6 +161,8 @@ pub enum Ty {
     Command,
     /// `{"NAME": "value", …}` (an environment).
     StrMap,
+    /// Any JSON object (a tool's parameter schema, checked by the broker).
+    Object,
 }
 
 impl Ty {
@@ -170,6 +176,7 @@ impl Ty {
                 "command": {"type": "string"},
                 "args": {"type": "array", "items": {"type": "string"}}}}),
             Ty::StrMap => json!({"type": "object", "additionalProperties": {"type": "string"}}),
+            Ty::Object => json!({"type": "object"}),
         }
     }
 
@@ -181,6 +188,7 @@ impl Ty {
             Ty::StrList => "[str]",
             Ty::Command => "{command,args}",
             Ty::StrMap => "{NAME: str}",
+            Ty::Object => "{…}",
         }
     }
 
@@ -198,6 +206,7 @@ impl Ty {
             Ty::StrMap => v
                 .as_object()
                 .is_some_and(|o| o.values().all(Value::is_string)),
+            Ty::Object => v.is_object(),
         }
     }
 }
@@ -537,12 +546,26 @@ pub static TOOLS: &[ToolMeta] = &[
     },
     ToolMeta {
         tool: Tool::CveLookup,
-        desc: "CVE severity, CVSS and references (NVD) and, for this host, the Debian tracker's fixed version against the installed one. Give one of cve, package, installed.",
+        desc: "CVEs (NVD severity, CVSS, references) judged for this host by the Debian tracker: one of cve, package, installed.",
         effect: Effect::Network,
         params: &[
             p("cve", Ty::Str, false, "e.g. CVE-2014-6271"),
             p("package", Ty::Str, false, "a Debian source package"),
             p("installed", Ty::Bool, false, "every installed package"),
+        ],
+    },
+    ToolMeta {
+        tool: Tool::RegisterTool,
+        desc: "Save a script as project tool NAME; usable once a person approves it.",
+        effect: Effect::Write,
+        params: &[
+            p("name", Ty::Str, true, ""),
+            p("description", Ty::Str, true, ""),
+            p("parameters", Ty::Object, false, "JSON schema of its arguments"),
+            p("category", Ty::Str, true, ""),
+            p("risk", Ty::Str, true, ""),
+            p("script", Ty::Str, true, "#! script: JSON args on stdin, JSON out"),
+            REASON,
         ],
     },
     ToolMeta {

@@ -21,6 +21,8 @@ use crate::block::{OperatorRule, RuleAction, WriteRule};
 /// The file tools a pre-approval may name: those of the shared tool list
 /// that change files (by their catalog entry). `download` writes a file too,
 /// but what it writes comes from the network: it is not pre-approvable.
+/// `register_tool` writes files too, but a project tool needs a person's
+/// approval of its exact bytes: a task file cannot stand in for it.
 fn file_tools() -> Vec<&'static str> {
     use crate::tools::Access;
     sysward_ipc::tools::Tool::ALL
@@ -28,6 +30,7 @@ fn file_tools() -> Vec<&'static str> {
         .filter_map(|t| crate::tools::catalog(*t))
         .filter(|s| !matches!(s.access, Access::None | Access::Read))
         .filter(|s| !crate::tools::is_network(s.tool))
+        .filter(|s| s.tool != sysward_ipc::tools::Tool::RegisterTool)
         .map(|s| s.tool.name())
         .collect()
 }

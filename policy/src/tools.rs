@@ -75,6 +75,11 @@ pub fn catalog(tool: Tool) -> Option<ToolSpec> {
         // listed them (NETWORK_ALLOW).
         Tool::ProbeTcp | Tool::ProbeDns | Tool::ProbeHttp => (C::Network, R::Low, A::None),
         Tool::WebFetch | Tool::WebSearch | Tool::CveLookup => (C::Network, R::Low, A::None),
+        // Writes a project tool's script and manifest beneath
+        // PROJECT/tools/NAME/: a write there, so ALLOW_SELF_TOOL_CREATION
+        // and the path rules decide. Running the tool is decided apart, as
+        // the command it is, once a person approved it.
+        Tool::RegisterTool => (C::Write, R::Low, A::Write),
         // Gated by ALLOW_NETWORK and ALLOW_DOWNLOADS (the category), and its
         // one target judged exactly as write_file's.
         Tool::Download => (C::Download, R::Low, A::Write),

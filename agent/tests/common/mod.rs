@@ -154,6 +154,7 @@ pub fn setup(mode: SessionMode, tasks: Vec<TaskSpec>) -> SessionSetup {
         skills: vec![],
         // As the default policy (every ALLOW_* flag off) has it.
         withheld_tools: sysward_ipc::tools::withheld(|_| false),
+        unapproved_tools: Vec::new(),
     }
 }
 
