@@ -201,28 +201,6 @@ fn big_tracker_mib() -> usize {
     }
 }
 
-/// Runs `f` on a thread of its own in a fresh network namespace with only
-/// loopback up: the services it starts, the model server and the
-/// `sysward run` it forks (and so every executor) live there, apart from
-/// the machine's own loopback.
-fn in_own_netns(f: impl FnOnce() + Send + 'static) {
-    std::thread::spawn(move || {
-        let ns = || std::fs::read_link("/proc/thread-self/ns/net").unwrap();
-        let machine = ns();
-        // SAFETY: integer argument only; it affects this thread alone.
-        assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0);
-        let up = std::process::Command::new("ip")
-            .args(["link", "set", "lo", "up"])
-            .status()
-            .unwrap();
-        assert!(up.success(), "ip link set lo up failed");
-        assert_ne!(ns(), machine, "not in a namespace of its own");
-        f()
-    })
-    .join()
-    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-}
-
 fn net_binary_built() -> bool {
     let there = bin_dir().join("sysward-net").exists();
     if !there {

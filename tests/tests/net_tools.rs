@@ -1,5 +1,6 @@
 //! The network tools through the real tree (broker → agent → gateway →
-//! `sysward-net`), as root, against servers this test starts on loopback:
+//! `sysward-net`), as root, against servers this test starts on the
+//! loopback of a network namespace of its own (see `in_own_netns`):
 //! a plain HTTP server with pages, redirects, huge, slow and binary bodies,
 //! and a SearXNG-shaped search endpoint. Loopback is internal, so the
 //! policy's NETWORK_ALLOW is how the tools reach these servers; one run
@@ -263,248 +264,250 @@ fn web_fetch_and_probes_reach_listed_servers_and_refuse_everything_else() {
     if !require_root("web_fetch_and_probes") || !net_binary_built() {
         return;
     }
-    let secret = Web::start(secret_site, 0);
-    let web = Web::start(site, secret.port);
-    let base = format!("http://127.0.0.1:{}", web.port);
-    // A port nothing listens on.
-    let closed = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let policy = format!(
-        "ALLOW_NETWORK=true\nALLOW_WEB_RESEARCH=true\nDEFAULT_COMMAND_TIMEOUT=6\nMAX_STEPS=40\nNETWORK_ALLOW=127.0.0.1:{}, 127.0.0.1:{closed}",
-        web.port
-    );
-    let steps = vec![
-        tool_call(
-            "web_fetch",
-            serde_json::json!({"url": format!("{base}/page")}),
-        ),
-        tool_call(
-            "web_fetch",
-            serde_json::json!({"url": format!("{base}/notes.txt")}),
-        ),
-        tool_call(
-            "web_fetch",
-            serde_json::json!({"url": format!("{base}/hop/3")}),
-        ),
-        tool_call(
-            "web_fetch",
-            serde_json::json!({"url": format!("{base}/hop/7")}),
-        ),
-        tool_call(
-            "web_fetch",
-            serde_json::json!({"url": format!("{base}/to-unlisted")}),
-        ),
-        tool_call(
-            "web_fetch",
-            serde_json::json!({"url": format!("http://127.0.0.1:{}/secret", secret.port)}),
-        ),
-        tool_call(
-            "web_fetch",
-            serde_json::json!({"url": format!("{base}/to-metadata")}),
-        ),
-        tool_call(
-            "web_fetch",
-            serde_json::json!({"url": format!("{base}/to-file")}),
-        ),
-        tool_call(
-            "web_fetch",
-            serde_json::json!({"url": format!("{base}/huge")}),
-        ),
-        tool_call(
-            "web_fetch",
-            serde_json::json!({"url": format!("{base}/huge-stream")}),
-        ),
-        tool_call(
-            "web_fetch",
-            serde_json::json!({"url": format!("{base}/binary")}),
-        ),
-        tool_call(
-            "web_fetch",
-            serde_json::json!({"url": format!("{base}/slow")}),
-        ),
-        tool_call(
-            "web_fetch",
-            serde_json::json!({"url": "file:///etc/passwd"}),
-        ),
-        tool_call(
-            "probe_http",
-            serde_json::json!({"url": format!("{base}/page")}),
-        ),
-        tool_call(
-            "probe_tcp",
-            serde_json::json!({"host": "127.0.0.1", "port": web.port}),
-        ),
-        tool_call(
-            "probe_tcp",
-            serde_json::json!({"host": "127.0.0.1", "port": secret.port}),
-        ),
-        tool_call(
-            "probe_dns",
-            serde_json::json!({"name": "localhost", "type": "A"}),
-        ),
-        tool_call(
-            "probe_dns",
-            serde_json::json!({"name": "example.org", "server": "127.0.0.1:5353"}),
-        ),
-        // What the hostile page asked for: the policy decides as always.
-        tool_call("shell", serde_json::json!({"command": "rm -rf /"})),
-        tool_call(
-            "probe_tcp",
-            serde_json::json!({"host": "127.0.0.1", "port": closed}),
-        ),
-    ];
-    let (r, records) = run_steps("nettools", &policy, "", steps);
-    let mut c = Checks(Vec::new());
-    c.check(
-        r[0].contains("UNTRUSTED WEB CONTENT from http://127.0.0.1")
-            && r[0].contains("Nginx tuning")
-            && r[0].contains("worker_processes auto")
-            && r[0].contains("https://nginx.org/en/docs/")
-            && r[0].contains("UNTRUSTED DATA"),
-        "an HTML page arrives as text, marked untrusted, with its links",
-        &r[0],
-    );
-    c.check(
-        !r[0].contains("exfiltrate") && !r[0].contains("color:red"),
-        "scripts and styles are dropped",
-        &r[0],
-    );
-    c.check(
-        r[1].contains("plain notes"),
-        "plain text arrives as is",
-        &r[1],
-    );
-    c.check(
-        r[2].contains("plain notes") && r[2].contains("followed 4 redirect(s)"),
-        "four redirects are followed",
-        &r[2],
-    );
-    c.check(
-        r[3].contains("more than 5 redirects") && !r[3].contains("plain notes"),
-        "a sixth redirect is refused",
-        &r[3],
-    );
-    c.check(
-        r[4].contains("internal destination") && !r[4].contains("SECRET-INTERNAL"),
-        "a redirect to an unlisted loopback port is refused",
-        &r[4],
-    );
-    c.check(
-        r[5].contains("internal destination")
-            && r[5].contains("NETWORK_ALLOW")
-            && !r[5].contains("SECRET-INTERNAL"),
-        "an unlisted loopback port is refused with what to list",
-        &r[5],
-    );
-    c.check(
-        r[6].contains("169.254.169.254") && r[6].contains("link-local"),
-        "a redirect to the cloud metadata address is refused",
-        &r[6],
-    );
-    c.check(
-        r[7].contains("refused") && r[7].contains("http"),
-        "a redirect to file: is refused",
-        &r[7],
-    );
-    c.check(
-        r[8].contains("cap") && !r[8].contains("xxxxxxxx"),
-        "a body over the size cap is refused",
-        &r[8],
-    );
-    c.check(
-        r[9].contains("cap") && !r[9].contains("aaaaaaaa"),
-        "a streamed body over the size cap is refused",
-        &r[9],
-    );
-    c.check(
-        r[10].contains("binary content"),
-        "binary content is refused",
-        &r[10],
-    );
-    c.check(
-        r[11].contains("time cap") && r[11].contains("status=\"timeout\""),
-        "a slow body hits the time cap",
-        &r[11],
-    );
-    c.check(
-        r[12].contains("only http:// and https://"),
-        "a file: URL is refused",
-        &r[12],
-    );
-    c.check(
-        r[13].contains("status: 200")
-            && r[13].contains("content-type: text/html")
-            && r[13].contains("timings:"),
-        "probe_http shows status, headers and timings",
-        &r[13],
-    );
-    c.check(
-        r[14].contains(": open ("),
-        "probe_tcp finds the listed port open",
-        &r[14],
-    );
-    c.check(
-        r[15].contains("internal destination") && !r[15].contains("open ("),
-        "probe_tcp refuses an unlisted loopback port",
-        &r[15],
-    );
-    c.check(
-        r[16].contains("127.0.0.1"),
-        "probe_dns answers through the host's resolver",
-        &r[16],
-    );
-    c.check(
-        r[17].contains("internal destination"),
-        "probe_dns refuses an unlisted name server",
-        &r[17],
-    );
-    c.check(
-        r[18].contains("DENIED") || r[18].contains("denied"),
-        "the hostile page's command is still denied",
-        &r[18],
-    );
-    c.check(
-        r[19].contains(": closed (refused"),
-        "probe_tcp finds a closed port closed",
-        &r[19],
-    );
-    let seen = web.seen();
-    c.check(
-        !secret.seen().iter().any(|p| p == "/secret"),
-        "the unlisted server was never asked for anything",
-        &format!("{:?}", secret.seen()),
-    );
-    c.check(
-        seen.iter().filter(|p| p.starts_with("/hop/")).count() == 4 + 6,
-        "each hop was one request (4 + 6)",
-        &format!("{seen:?}"),
-    );
-    let tools = tool_records(&records);
-    let requests: Vec<String> = tools
-        .iter()
-        .map(|t| format!("{} {} {}", t["event"], t["request"], t["arguments"]))
-        .collect();
-    c.check(
-        tools.len() == 20,
-        "one audit row per call",
-        &format!("{} rows: {requests:#?}", tools.len()),
-    );
-    let fetch = tool_event(&records, "/hop/3");
-    c.check(
-        fetch["hops"].as_array().map(|h| h.len()) == Some(5) && fetch["category"] == "network",
-        "the audit row of a redirected fetch lists its hops",
-        &fetch.to_string(),
-    );
-    for needle in ["/notes.txt", "/hop/3", "probe_tcp 127.0.0.1"] {
-        println!(
-            "  duration of {needle}: {} ms",
-            tool_event(&records, needle)["duration_ms"]
+    in_own_netns(|| {
+        let secret = Web::start(secret_site, 0);
+        let web = Web::start(site, secret.port);
+        let base = format!("http://127.0.0.1:{}", web.port);
+        // A port nothing listens on.
+        let closed = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let policy = format!(
+            "ALLOW_NETWORK=true\nALLOW_WEB_RESEARCH=true\nDEFAULT_COMMAND_TIMEOUT=6\nMAX_STEPS=40\nNETWORK_ALLOW=127.0.0.1:{}, 127.0.0.1:{closed}",
+            web.port
         );
-    }
-    c.done();
+        let steps = vec![
+            tool_call(
+                "web_fetch",
+                serde_json::json!({"url": format!("{base}/page")}),
+            ),
+            tool_call(
+                "web_fetch",
+                serde_json::json!({"url": format!("{base}/notes.txt")}),
+            ),
+            tool_call(
+                "web_fetch",
+                serde_json::json!({"url": format!("{base}/hop/3")}),
+            ),
+            tool_call(
+                "web_fetch",
+                serde_json::json!({"url": format!("{base}/hop/7")}),
+            ),
+            tool_call(
+                "web_fetch",
+                serde_json::json!({"url": format!("{base}/to-unlisted")}),
+            ),
+            tool_call(
+                "web_fetch",
+                serde_json::json!({"url": format!("http://127.0.0.1:{}/secret", secret.port)}),
+            ),
+            tool_call(
+                "web_fetch",
+                serde_json::json!({"url": format!("{base}/to-metadata")}),
+            ),
+            tool_call(
+                "web_fetch",
+                serde_json::json!({"url": format!("{base}/to-file")}),
+            ),
+            tool_call(
+                "web_fetch",
+                serde_json::json!({"url": format!("{base}/huge")}),
+            ),
+            tool_call(
+                "web_fetch",
+                serde_json::json!({"url": format!("{base}/huge-stream")}),
+            ),
+            tool_call(
+                "web_fetch",
+                serde_json::json!({"url": format!("{base}/binary")}),
+            ),
+            tool_call(
+                "web_fetch",
+                serde_json::json!({"url": format!("{base}/slow")}),
+            ),
+            tool_call(
+                "web_fetch",
+                serde_json::json!({"url": "file:///etc/passwd"}),
+            ),
+            tool_call(
+                "probe_http",
+                serde_json::json!({"url": format!("{base}/page")}),
+            ),
+            tool_call(
+                "probe_tcp",
+                serde_json::json!({"host": "127.0.0.1", "port": web.port}),
+            ),
+            tool_call(
+                "probe_tcp",
+                serde_json::json!({"host": "127.0.0.1", "port": secret.port}),
+            ),
+            tool_call(
+                "probe_dns",
+                serde_json::json!({"name": "localhost", "type": "A"}),
+            ),
+            tool_call(
+                "probe_dns",
+                serde_json::json!({"name": "example.org", "server": "127.0.0.1:5353"}),
+            ),
+            // What the hostile page asked for: the policy decides as always.
+            tool_call("shell", serde_json::json!({"command": "rm -rf /"})),
+            tool_call(
+                "probe_tcp",
+                serde_json::json!({"host": "127.0.0.1", "port": closed}),
+            ),
+        ];
+        let (r, records) = run_steps("nettools", &policy, "", steps);
+        let mut c = Checks(Vec::new());
+        c.check(
+            r[0].contains("UNTRUSTED WEB CONTENT from http://127.0.0.1")
+                && r[0].contains("Nginx tuning")
+                && r[0].contains("worker_processes auto")
+                && r[0].contains("https://nginx.org/en/docs/")
+                && r[0].contains("UNTRUSTED DATA"),
+            "an HTML page arrives as text, marked untrusted, with its links",
+            &r[0],
+        );
+        c.check(
+            !r[0].contains("exfiltrate") && !r[0].contains("color:red"),
+            "scripts and styles are dropped",
+            &r[0],
+        );
+        c.check(
+            r[1].contains("plain notes"),
+            "plain text arrives as is",
+            &r[1],
+        );
+        c.check(
+            r[2].contains("plain notes") && r[2].contains("followed 4 redirect(s)"),
+            "four redirects are followed",
+            &r[2],
+        );
+        c.check(
+            r[3].contains("more than 5 redirects") && !r[3].contains("plain notes"),
+            "a sixth redirect is refused",
+            &r[3],
+        );
+        c.check(
+            r[4].contains("internal destination") && !r[4].contains("SECRET-INTERNAL"),
+            "a redirect to an unlisted loopback port is refused",
+            &r[4],
+        );
+        c.check(
+            r[5].contains("internal destination")
+                && r[5].contains("NETWORK_ALLOW")
+                && !r[5].contains("SECRET-INTERNAL"),
+            "an unlisted loopback port is refused with what to list",
+            &r[5],
+        );
+        c.check(
+            r[6].contains("169.254.169.254") && r[6].contains("link-local"),
+            "a redirect to the cloud metadata address is refused",
+            &r[6],
+        );
+        c.check(
+            r[7].contains("refused") && r[7].contains("http"),
+            "a redirect to file: is refused",
+            &r[7],
+        );
+        c.check(
+            r[8].contains("cap") && !r[8].contains("xxxxxxxx"),
+            "a body over the size cap is refused",
+            &r[8],
+        );
+        c.check(
+            r[9].contains("cap") && !r[9].contains("aaaaaaaa"),
+            "a streamed body over the size cap is refused",
+            &r[9],
+        );
+        c.check(
+            r[10].contains("binary content"),
+            "binary content is refused",
+            &r[10],
+        );
+        c.check(
+            r[11].contains("time cap") && r[11].contains("status=\"timeout\""),
+            "a slow body hits the time cap",
+            &r[11],
+        );
+        c.check(
+            r[12].contains("only http:// and https://"),
+            "a file: URL is refused",
+            &r[12],
+        );
+        c.check(
+            r[13].contains("status: 200")
+                && r[13].contains("content-type: text/html")
+                && r[13].contains("timings:"),
+            "probe_http shows status, headers and timings",
+            &r[13],
+        );
+        c.check(
+            r[14].contains(": open ("),
+            "probe_tcp finds the listed port open",
+            &r[14],
+        );
+        c.check(
+            r[15].contains("internal destination") && !r[15].contains("open ("),
+            "probe_tcp refuses an unlisted loopback port",
+            &r[15],
+        );
+        c.check(
+            r[16].contains("127.0.0.1"),
+            "probe_dns answers through the host's resolver",
+            &r[16],
+        );
+        c.check(
+            r[17].contains("internal destination"),
+            "probe_dns refuses an unlisted name server",
+            &r[17],
+        );
+        c.check(
+            r[18].contains("DENIED") || r[18].contains("denied"),
+            "the hostile page's command is still denied",
+            &r[18],
+        );
+        c.check(
+            r[19].contains(": closed (refused"),
+            "probe_tcp finds a closed port closed",
+            &r[19],
+        );
+        let seen = web.seen();
+        c.check(
+            !secret.seen().iter().any(|p| p == "/secret"),
+            "the unlisted server was never asked for anything",
+            &format!("{:?}", secret.seen()),
+        );
+        c.check(
+            seen.iter().filter(|p| p.starts_with("/hop/")).count() == 4 + 6,
+            "each hop was one request (4 + 6)",
+            &format!("{seen:?}"),
+        );
+        let tools = tool_records(&records);
+        let requests: Vec<String> = tools
+            .iter()
+            .map(|t| format!("{} {} {}", t["event"], t["request"], t["arguments"]))
+            .collect();
+        c.check(
+            tools.len() == 20,
+            "one audit row per call",
+            &format!("{} rows: {requests:#?}", tools.len()),
+        );
+        let fetch = tool_event(&records, "/hop/3");
+        c.check(
+            fetch["hops"].as_array().map(|h| h.len()) == Some(5) && fetch["category"] == "network",
+            "the audit row of a redirected fetch lists its hops",
+            &fetch.to_string(),
+        );
+        for needle in ["/notes.txt", "/hop/3", "probe_tcp 127.0.0.1"] {
+            println!(
+                "  duration of {needle}: {} ms",
+                tool_event(&records, needle)["duration_ms"]
+            );
+        }
+        c.done();
+    });
 }
 
 #[test]
@@ -512,55 +515,57 @@ fn web_search_returns_capped_untrusted_results() {
     if !require_root("web_search") || !net_binary_built() {
         return;
     }
-    let web = Web::start(site, 1);
-    let policy = format!(
-        "ALLOW_NETWORK=true\nALLOW_WEB_RESEARCH=true\nNETWORK_ALLOW=127.0.0.1:{}",
-        web.port
-    );
-    let steps = vec![
-        tool_call(
-            "web_search",
-            serde_json::json!({"query": "nginx worker_processes"}),
-        ),
-        tool_call(
-            "web_search",
-            serde_json::json!({"query": "nginx", "max_results": 1}),
-        ),
-    ];
-    let (r, records) = run_steps(
-        "netsearch",
-        &policy,
-        &format!("SEARCH_URL=http://127.0.0.1:{}/search", web.port),
-        steps,
-    );
-    let mut c = Checks(Vec::new());
-    c.check(
-        r[0].contains("UNTRUSTED SEARCH RESULTS")
-            && r[0].contains("1. nginx documentation")
-            && r[0].contains("https://nginx.org/en/docs/")
-            && r[0].contains("Reference for worker_processes")
-            && !r[0].contains("javascript:"),
-        "results arrive as untrusted data with title, URL and snippet",
-        &r[0],
-    );
-    c.check(
-        r[1].contains("1. nginx documentation") && !r[1].contains("2. "),
-        "max_results caps the list",
-        &r[1],
-    );
-    let seen = web.seen();
-    c.check(
-        seen.iter()
-            .any(|p| p == "/search?q=nginx%20worker_processes&format=json"),
-        "the query reaches SEARCH_URL encoded, with format=json",
-        &format!("{seen:?}"),
-    );
-    c.check(
-        tool_records(&records).len() == 2,
-        "one audit row per search",
-        "",
-    );
-    c.done();
+    in_own_netns(|| {
+        let web = Web::start(site, 1);
+        let policy = format!(
+            "ALLOW_NETWORK=true\nALLOW_WEB_RESEARCH=true\nNETWORK_ALLOW=127.0.0.1:{}",
+            web.port
+        );
+        let steps = vec![
+            tool_call(
+                "web_search",
+                serde_json::json!({"query": "nginx worker_processes"}),
+            ),
+            tool_call(
+                "web_search",
+                serde_json::json!({"query": "nginx", "max_results": 1}),
+            ),
+        ];
+        let (r, records) = run_steps(
+            "netsearch",
+            &policy,
+            &format!("SEARCH_URL=http://127.0.0.1:{}/search", web.port),
+            steps,
+        );
+        let mut c = Checks(Vec::new());
+        c.check(
+            r[0].contains("UNTRUSTED SEARCH RESULTS")
+                && r[0].contains("1. nginx documentation")
+                && r[0].contains("https://nginx.org/en/docs/")
+                && r[0].contains("Reference for worker_processes")
+                && !r[0].contains("javascript:"),
+            "results arrive as untrusted data with title, URL and snippet",
+            &r[0],
+        );
+        c.check(
+            r[1].contains("1. nginx documentation") && !r[1].contains("2. "),
+            "max_results caps the list",
+            &r[1],
+        );
+        let seen = web.seen();
+        c.check(
+            seen.iter()
+                .any(|p| p == "/search?q=nginx%20worker_processes&format=json"),
+            "the query reaches SEARCH_URL encoded, with format=json",
+            &format!("{seen:?}"),
+        );
+        c.check(
+            tool_records(&records).len() == 2,
+            "one audit row per search",
+            "",
+        );
+        c.done();
+    });
 }
 
 #[test]
@@ -568,94 +573,96 @@ fn without_the_flags_or_the_listing_nothing_is_sent() {
     if !require_root("without_the_flags") || !net_binary_built() {
         return;
     }
-    let web = Web::start(site, 1);
-    let url = format!("http://127.0.0.1:{}/notes.txt", web.port);
-    // The listing missing: the same request refused by the executor.
-    let (r, _) = run_steps(
-        "netunlisted",
-        "ALLOW_NETWORK=true\nALLOW_WEB_RESEARCH=true",
-        "",
-        vec![
-            tool_call("web_fetch", serde_json::json!({"url": url})),
-            tool_call(
-                "probe_tcp",
-                serde_json::json!({"host": "localhost", "port": web.port}),
-            ),
-        ],
-    );
-    let mut c = Checks(Vec::new());
-    c.check(
-        r[0].contains("internal destination")
-            && r[0].contains("loopback")
-            && !r[0].contains("plain notes"),
-        "without NETWORK_ALLOW a loopback fetch is refused",
-        &r[0],
-    );
-    c.check(
-        r[1].contains("internal destination"),
-        "and so is a loopback probe",
-        &r[1],
-    );
-    // ALLOW_WEB_RESEARCH off: fetch denied by policy, probes still allowed.
-    let listed = format!("NETWORK_ALLOW=127.0.0.1:{}", web.port);
-    let (r, records) = run_steps(
-        "netnoresearch",
-        &format!("ALLOW_NETWORK=true\n{listed}"),
-        "",
-        vec![
-            tool_call("web_fetch", serde_json::json!({"url": url})),
-            tool_call("probe_http", serde_json::json!({"url": url})),
-        ],
-    );
-    c.check(
-        r[0].contains("ALLOW_WEB_RESEARCH=false") && r[0].contains("DENIED"),
-        "web_fetch needs ALLOW_WEB_RESEARCH",
-        &r[0],
-    );
-    c.check(
-        r[1].contains("status: 200"),
-        "probe_http needs only ALLOW_NETWORK",
-        &r[1],
-    );
-    let denied = tool_event(&records, "web_fetch");
-    c.check(
-        denied["decision"] == "deny" && denied["source"] == "ALLOW_WEB_RESEARCH",
-        "the denial is audited with its rule",
-        &denied.to_string(),
-    );
-    // ALLOW_NETWORK off: everything denied.
-    let (r, _) = run_steps(
-        "netoff",
-        &format!("ALLOW_WEB_RESEARCH=true\n{listed}"),
-        "",
-        vec![
-            tool_call("web_fetch", serde_json::json!({"url": url})),
-            tool_call(
-                "probe_tcp",
-                serde_json::json!({"host": "127.0.0.1", "port": web.port}),
-            ),
-        ],
-    );
-    c.check(
-        r[0].contains("ALLOW_NETWORK=false"),
-        "web_fetch needs ALLOW_NETWORK",
-        &r[0],
-    );
-    c.check(
-        r[1].contains("ALLOW_NETWORK=false"),
-        "probe_tcp needs ALLOW_NETWORK",
-        &r[1],
-    );
-    c.check(
-        web.seen()
-            .iter()
-            .filter(|p| p.as_str() == "/notes.txt")
-            .count()
-            == 1,
-        "only the allowed probe reached the server",
-        &format!("{:?}", web.seen()),
-    );
-    c.done();
+    in_own_netns(|| {
+        let web = Web::start(site, 1);
+        let url = format!("http://127.0.0.1:{}/notes.txt", web.port);
+        // The listing missing: the same request refused by the executor.
+        let (r, _) = run_steps(
+            "netunlisted",
+            "ALLOW_NETWORK=true\nALLOW_WEB_RESEARCH=true",
+            "",
+            vec![
+                tool_call("web_fetch", serde_json::json!({"url": url})),
+                tool_call(
+                    "probe_tcp",
+                    serde_json::json!({"host": "localhost", "port": web.port}),
+                ),
+            ],
+        );
+        let mut c = Checks(Vec::new());
+        c.check(
+            r[0].contains("internal destination")
+                && r[0].contains("loopback")
+                && !r[0].contains("plain notes"),
+            "without NETWORK_ALLOW a loopback fetch is refused",
+            &r[0],
+        );
+        c.check(
+            r[1].contains("internal destination"),
+            "and so is a loopback probe",
+            &r[1],
+        );
+        // ALLOW_WEB_RESEARCH off: fetch denied by policy, probes still allowed.
+        let listed = format!("NETWORK_ALLOW=127.0.0.1:{}", web.port);
+        let (r, records) = run_steps(
+            "netnoresearch",
+            &format!("ALLOW_NETWORK=true\n{listed}"),
+            "",
+            vec![
+                tool_call("web_fetch", serde_json::json!({"url": url})),
+                tool_call("probe_http", serde_json::json!({"url": url})),
+            ],
+        );
+        c.check(
+            r[0].contains("ALLOW_WEB_RESEARCH=false") && r[0].contains("DENIED"),
+            "web_fetch needs ALLOW_WEB_RESEARCH",
+            &r[0],
+        );
+        c.check(
+            r[1].contains("status: 200"),
+            "probe_http needs only ALLOW_NETWORK",
+            &r[1],
+        );
+        let denied = tool_event(&records, "web_fetch");
+        c.check(
+            denied["decision"] == "deny" && denied["source"] == "ALLOW_WEB_RESEARCH",
+            "the denial is audited with its rule",
+            &denied.to_string(),
+        );
+        // ALLOW_NETWORK off: everything denied.
+        let (r, _) = run_steps(
+            "netoff",
+            &format!("ALLOW_WEB_RESEARCH=true\n{listed}"),
+            "",
+            vec![
+                tool_call("web_fetch", serde_json::json!({"url": url})),
+                tool_call(
+                    "probe_tcp",
+                    serde_json::json!({"host": "127.0.0.1", "port": web.port}),
+                ),
+            ],
+        );
+        c.check(
+            r[0].contains("ALLOW_NETWORK=false"),
+            "web_fetch needs ALLOW_NETWORK",
+            &r[0],
+        );
+        c.check(
+            r[1].contains("ALLOW_NETWORK=false"),
+            "probe_tcp needs ALLOW_NETWORK",
+            &r[1],
+        );
+        c.check(
+            web.seen()
+                .iter()
+                .filter(|p| p.as_str() == "/notes.txt")
+                .count()
+                == 1,
+            "only the allowed probe reached the server",
+            &format!("{:?}", web.seen()),
+        );
+        c.done();
+    });
 }
 
 /// A name server for one zone: A, TXT and MX answers for any name, and
@@ -730,58 +737,60 @@ fn probe_dns_asks_a_listed_name_server_over_udp() {
     if !require_root("probe_dns_asks_a_listed_name_server") || !net_binary_built() {
         return;
     }
-    let (port, asked) = dns_server();
-    let server = format!("127.0.0.1:{port}");
-    let steps = vec![
-        tool_call(
-            "probe_dns",
-            serde_json::json!({"name": "www.example.test", "server": server}),
-        ),
-        tool_call(
-            "probe_dns",
-            serde_json::json!({"name": "example.test", "type": "TXT", "server": server}),
-        ),
-        tool_call(
-            "probe_dns",
-            serde_json::json!({"name": "example.test", "type": "MX", "server": server}),
-        ),
-        tool_call(
-            "probe_dns",
-            serde_json::json!({"name": "example.test", "type": "ANY", "server": server}),
-        ),
-    ];
-    let (r, records) = run_steps(
-        "netdns",
-        &format!("ALLOW_NETWORK=true\nNETWORK_ALLOW=127.0.0.1:{port}"),
-        "",
-        steps,
-    );
-    let mut c = Checks(Vec::new());
-    c.check(
-        r[0].contains("www.example.test")
-            && r[0].contains("10.20.30.40")
-            && r[0].contains(&format!("via 127.0.0.1:{port}")),
-        "an A record from the listed server",
-        &r[0],
-    );
-    c.check(r[1].contains("v=sysward-test"), "a TXT record", &r[1]);
-    c.check(r[2].contains("mail.example.test"), "an MX record", &r[2]);
-    c.check(
-        r[3].contains("not one of A, AAAA, MX, TXT, CNAME"),
-        "an unknown type is refused",
-        &r[3],
-    );
-    let asked = asked.lock().unwrap().clone();
-    c.check(
-        asked.iter().any(|q| q == "www.example.test 1")
-            && asked.iter().any(|q| q == "example.test 16"),
-        "the server was asked over UDP",
-        &format!("{asked:?}"),
-    );
-    c.check(
-        tool_records(&records).len() == 4,
-        "one audit row per call",
-        "",
-    );
-    c.done();
+    in_own_netns(|| {
+        let (port, asked) = dns_server();
+        let server = format!("127.0.0.1:{port}");
+        let steps = vec![
+            tool_call(
+                "probe_dns",
+                serde_json::json!({"name": "www.example.test", "server": server}),
+            ),
+            tool_call(
+                "probe_dns",
+                serde_json::json!({"name": "example.test", "type": "TXT", "server": server}),
+            ),
+            tool_call(
+                "probe_dns",
+                serde_json::json!({"name": "example.test", "type": "MX", "server": server}),
+            ),
+            tool_call(
+                "probe_dns",
+                serde_json::json!({"name": "example.test", "type": "ANY", "server": server}),
+            ),
+        ];
+        let (r, records) = run_steps(
+            "netdns",
+            &format!("ALLOW_NETWORK=true\nNETWORK_ALLOW=127.0.0.1:{port}"),
+            "",
+            steps,
+        );
+        let mut c = Checks(Vec::new());
+        c.check(
+            r[0].contains("www.example.test")
+                && r[0].contains("10.20.30.40")
+                && r[0].contains(&format!("via 127.0.0.1:{port}")),
+            "an A record from the listed server",
+            &r[0],
+        );
+        c.check(r[1].contains("v=sysward-test"), "a TXT record", &r[1]);
+        c.check(r[2].contains("mail.example.test"), "an MX record", &r[2]);
+        c.check(
+            r[3].contains("not one of A, AAAA, MX, TXT, CNAME"),
+            "an unknown type is refused",
+            &r[3],
+        );
+        let asked = asked.lock().unwrap().clone();
+        c.check(
+            asked.iter().any(|q| q == "www.example.test 1")
+                && asked.iter().any(|q| q == "example.test 16"),
+            "the server was asked over UDP",
+            &format!("{asked:?}"),
+        );
+        c.check(
+            tool_records(&records).len() == 4,
+            "one audit row per call",
+            "",
+        );
+        c.done();
+    });
 }
