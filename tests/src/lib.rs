@@ -12,6 +12,7 @@ use std::sync::Once;
 use std::time::{Duration, Instant};
 
 pub mod hardening;
+pub mod http_fixture;
 pub use sysward_hostbed as hosts;
 pub mod packaged;
 pub mod tmux;

@@ -12,7 +12,7 @@
 //! else on the machine and nothing else answers in their place.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -66,20 +66,9 @@ enum Reply {
 }
 
 fn serve(conn: TcpStream, routes: &Routes, seen: &Mutex<Vec<String>>) {
-    conn.set_read_timeout(Some(Duration::from_secs(10))).ok();
-    let mut reader = BufReader::new(conn.try_clone().unwrap());
-    let mut line = String::new();
-    if reader.read_line(&mut line).is_err() {
+    let Some(path) = http_fixture::read_request(&conn, seen) else {
         return;
-    }
-    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h).is_err() || h == "\r\n" || h.is_empty() {
-            break;
-        }
-    }
-    seen.lock().unwrap().push(path.clone());
+    };
     let mut conn = conn;
     let head = |status: &str, len: Option<u64>| {
         let len = len
@@ -98,16 +87,8 @@ fn serve(conn: TcpStream, routes: &Routes, seen: &Mutex<Vec<String>>) {
             let _ = conn.write_all(head("200 OK", Some(len)).as_bytes());
         }
         Reply::Stream { size } => {
-            let _ = conn.write_all(head("200 OK", None).as_bytes());
-            let _ = conn.write_all(b"{\"bash\": \"");
-            let chunk = vec![b'a'; 64 << 10];
-            let mut sent = 0;
-            while sent < size {
-                if conn.write_all(&chunk).is_err() {
-                    return;
-                }
-                sent += chunk.len();
-            }
+            let prefix = format!("{}{{\"bash\": \"", head("200 OK", None));
+            http_fixture::stream_body(&mut conn, prefix.as_bytes(), size);
         }
         Reply::NotFound => {
             let _ = conn.write_all(head("404 Not Found", Some(2)).as_bytes());

@@ -7,7 +7,7 @@
 //! shows the same requests refused without the listing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -78,57 +78,27 @@ fn serve(
     other: u16,
     seen: &Mutex<Vec<String>>,
 ) {
-    conn.set_read_timeout(Some(Duration::from_secs(10))).ok();
-    let mut reader = BufReader::new(conn.try_clone().unwrap());
-    let mut line = String::new();
-    if reader.read_line(&mut line).is_err() {
+    let Some(path) = http_fixture::read_request(&conn, seen) else {
         return;
-    }
-    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h).is_err() || h == "\r\n" || h.is_empty() {
-            break;
-        }
-    }
-    seen.lock().unwrap().push(path.clone());
+    };
     let mut conn = conn;
     match routes(&path, port, other) {
         Reply::Full {
             status,
             headers,
             body,
-        } => {
-            let mut head = format!(
-                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n",
-                body.len()
-            );
-            for (k, v) in headers {
-                head.push_str(&format!("{k}: {v}\r\n"));
-            }
-            head.push_str("\r\n");
-            let _ = conn.write_all(head.as_bytes());
-            let _ = conn.write_all(&body);
-        }
+        } => http_fixture::respond(&mut conn, status, &headers, &body),
         Reply::Slow { len } => {
             let _ = conn.write_all(
                 format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {len}\r\n\r\nslow start").as_bytes(),
             );
             std::thread::sleep(Duration::from_secs(40));
         }
-        Reply::Stream { size } => {
-            let _ = conn.write_all(
-                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n",
-            );
-            let chunk = vec![b'a'; 64 << 10];
-            let mut sent = 0;
-            while sent < size {
-                if conn.write_all(&chunk).is_err() {
-                    return;
-                }
-                sent += chunk.len();
-            }
-        }
+        Reply::Stream { size } => http_fixture::stream_body(
+            &mut conn,
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n",
+            size,
+        ),
     }
     let _ = conn.shutdown(std::net::Shutdown::Both);
 }
