@@ -93,23 +93,15 @@ pub fn catalog(tool: Tool) -> Option<ToolSpec> {
 }
 
 /// The tools that read the web for the model: ALLOW_WEB_RESEARCH gates them
-/// as well as ALLOW_NETWORK.
+/// as well as ALLOW_NETWORK. Read from the shared tool list's gates, so the
+/// prompt's withholding and the policy's flag checks name the same tools.
 pub fn is_web_research(tool: Tool) -> bool {
-    matches!(tool, Tool::WebFetch | Tool::WebSearch | Tool::CveLookup)
+    tool.gates().contains(&"ALLOW_WEB_RESEARCH")
 }
 
-/// The tools that reach the network.
+/// The tools that reach the network (ALLOW_NETWORK gates them).
 pub fn is_network(tool: Tool) -> bool {
-    matches!(
-        tool,
-        Tool::ProbeTcp
-            | Tool::ProbeDns
-            | Tool::ProbeHttp
-            | Tool::WebFetch
-            | Tool::WebSearch
-            | Tool::CveLookup
-            | Tool::Download
-    )
+    tool.gates().contains(&"ALLOW_NETWORK")
 }
 
 /// The names of the tools the catalog judges.
@@ -213,6 +205,33 @@ pub fn effect(s: ToolSpec, tp: &ToolPaths<'_>, facts: &dyn PathFacts) -> Effect 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_network_and_research_tools_are_the_gated_ones() {
+        let named = |f: fn(Tool) -> bool| -> Vec<&str> {
+            Tool::ALL
+                .iter()
+                .filter(|t| f(**t))
+                .map(|t| t.name())
+                .collect()
+        };
+        assert_eq!(
+            named(is_network),
+            [
+                "probe_tcp",
+                "probe_dns",
+                "probe_http",
+                "web_fetch",
+                "web_search",
+                "cve_lookup",
+                "download"
+            ]
+        );
+        assert_eq!(
+            named(is_web_research),
+            ["web_fetch", "web_search", "cve_lookup"]
+        );
+    }
 
     /// A tool the agent leaves out of the prompt when a flag is off
     /// (`Tool::gates`) is one the policy denies in any form then: the
