@@ -229,6 +229,28 @@ impl Checks {
     }
 }
 
+/// Makes the calling thread's network namespace drop TCP packets to `port` on
+/// loopback (nftables; the namespace is the test's own, so the machine's
+/// firewall is untouched and the table goes with the namespace).
+fn drop_syns_to(port: u16) {
+    let rules = format!(
+        "table inet sysward_test {{\n chain input {{\n  type filter hook input priority 0;\n  tcp dport {port} drop\n }}\n}}\n"
+    );
+    let loaded = std::process::Command::new("nft")
+        .args(["-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut nft| {
+            use std::io::Write as _;
+            nft.stdin.take().map(|mut i| i.write_all(rules.as_bytes()));
+            nft.wait()
+        });
+    assert!(
+        matches!(loaded, Ok(s) if s.success()),
+        "nft could not load the test's drop rule (scripts/test.sh installs nftables): {loaded:?}"
+    );
+}
+
 #[test]
 fn web_fetch_and_probes_reach_listed_servers_and_refuse_everything_else() {
     if !require_root("web_fetch_and_probes") || !net_binary_built() {
@@ -244,8 +266,16 @@ fn web_fetch_and_probes_reach_listed_servers_and_refuse_everything_else() {
             .local_addr()
             .unwrap()
             .port();
+        // A port whose SYNs the kernel drops (the firewall of this test's
+        // own network namespace): no answer, so "filtered".
+        let filtered = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        drop_syns_to(filtered);
         let policy = format!(
-            "ALLOW_NETWORK=true\nALLOW_WEB_RESEARCH=true\nDEFAULT_COMMAND_TIMEOUT=6\nMAX_STEPS=40\nNETWORK_ALLOW=127.0.0.1:{}, 127.0.0.1:{closed}",
+            "ALLOW_NETWORK=true\nALLOW_WEB_RESEARCH=true\nDEFAULT_COMMAND_TIMEOUT=6\nMAX_STEPS=40\nNETWORK_ALLOW=127.0.0.1:{}, 127.0.0.1:{closed}, 127.0.0.1:{filtered}",
             web.port
         );
         let steps = vec![
@@ -326,6 +356,10 @@ fn web_fetch_and_probes_reach_listed_servers_and_refuse_everything_else() {
             tool_call(
                 "probe_tcp",
                 serde_json::json!({"host": "127.0.0.1", "port": closed}),
+            ),
+            tool_call(
+                "probe_tcp",
+                serde_json::json!({"host": "127.0.0.1", "port": filtered}),
             ),
         ];
         let (r, records) = run_steps("nettools", &policy, "", steps);
@@ -443,6 +477,11 @@ fn web_fetch_and_probes_reach_listed_servers_and_refuse_everything_else() {
             "probe_tcp finds a closed port closed",
             &r[19],
         );
+        c.check(
+            r[20].contains(": filtered (no answer in ") && !r[20].contains("closed"),
+            "probe_tcp finds a port whose SYNs are dropped filtered",
+            &r[20],
+        );
         let seen = web.seen();
         c.check(
             !secret.seen().iter().any(|p| p == "/secret"),
@@ -460,7 +499,7 @@ fn web_fetch_and_probes_reach_listed_servers_and_refuse_everything_else() {
             .map(|t| format!("{} {} {}", t["event"], t["request"], t["arguments"]))
             .collect();
         c.check(
-            tools.len() == 20,
+            tools.len() == 21,
             "one audit row per call",
             &format!("{} rows: {requests:#?}", tools.len()),
         );
