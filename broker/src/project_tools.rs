@@ -383,25 +383,62 @@ pub fn register_plan(
     Ok((plan, a.name))
 }
 
+/// What a `register_tool` call is told in the installed layout.
+pub const INSTALLED_LAYOUT_REFUSAL: &str = "register_tool is not available in the installed layout: its project directory is /etc/sysward, which no action may write or run programs from. An operator adds a tool as a skill pack in /etc/sysward/skills/NAME/ (examples/skills/README.md); project tools are for `--root DIR` projects. Continue without it or report the blocker.";
+
+/// Where a session's project tools live: a `--root DIR` project's
+/// `tools/`, or nowhere (the installed layout, whose project directory
+/// `/etc/sysward` no action writes or runs from).
+#[derive(Debug, Clone)]
+pub enum ToolsHome {
+    Project(PathBuf),
+    /// The installed layout's `/etc/sysward/tools`, named in the warning
+    /// given when an operator put tools there.
+    Unavailable(PathBuf),
+}
+
 /// A session's project tools: the approved ones it offers, and the names of
 /// the others with what a call of one is told.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SessionTools {
-    dir: PathBuf,
+    home: ToolsHome,
     approved: Vec<ProjectTool>,
     waiting: Vec<(String, String)>,
 }
 
 impl SessionTools {
-    /// Loads the tools of `dir` and sorts them by approval; the warnings
-    /// name each tool that cannot be used, and each waiting for a person.
+    /// Loads the tools of a project's `tools/` and sorts them by approval;
+    /// the warnings name each tool that cannot be used, and each waiting
+    /// for a person. In the installed layout nothing is loaded: a tool an
+    /// operator put in `/etc/sysward/tools` is a warning saying where it
+    /// belongs.
     pub fn start(
-        dir: &Path,
+        home: ToolsHome,
         packs: &Skills,
         approvals: &Approvals,
         request: impl Fn(&ProjectTool) -> ApprovalRequest,
     ) -> (SessionTools, Vec<String>) {
-        let loaded = load(dir, packs);
+        let dir = match &home {
+            ToolsHome::Project(dir) => dir.clone(),
+            ToolsHome::Unavailable(dir) => {
+                let mut warnings = Vec::new();
+                if std::fs::read_dir(dir).is_ok_and(|mut e| e.next().is_some()) {
+                    warnings.push(format!(
+                        "{} is not used in the installed layout (no action runs programs from /etc/sysward): make each tool there a skill pack in /etc/sysward/skills/NAME/",
+                        dir.display()
+                    ));
+                }
+                return (
+                    SessionTools {
+                        home,
+                        approved: Vec::new(),
+                        waiting: Vec::new(),
+                    },
+                    warnings,
+                );
+            }
+        };
+        let loaded = load(&dir, packs);
         let mut warnings = loaded.warnings.clone();
         let (approved, waiting) = partition(loaded, approvals, request);
         let waiting: Vec<(String, String)> = waiting
@@ -411,12 +448,18 @@ impl SessionTools {
         warnings.extend(waiting.iter().map(|(_, hint)| hint.clone()));
         (
             SessionTools {
-                dir: dir.to_path_buf(),
+                home,
                 approved,
                 waiting,
             },
             warnings,
         )
+    }
+
+    /// True when `register_tool` can be offered: the project has a
+    /// `tools/` actions may write.
+    pub fn can_register(&self) -> bool {
+        matches!(self.home, ToolsHome::Project(_))
     }
 
     /// The tools the model is offered (described as skill packs are).
@@ -443,11 +486,18 @@ impl SessionTools {
         arguments: &str,
         packs: &Skills,
     ) -> Option<Result<Plan, String>> {
+        let dir = match &self.home {
+            ToolsHome::Project(dir) => dir,
+            ToolsHome::Unavailable(_) => {
+                return (tool == sysward_ipc::tools::Tool::RegisterTool.name())
+                    .then(|| Err(INSTALLED_LAYOUT_REFUSAL.to_string()))
+            }
+        };
         if tool == sysward_ipc::tools::Tool::RegisterTool.name() {
-            return Some(register_plan(arguments, &self.dir, packs).map(|(plan, _)| plan));
+            return Some(register_plan(arguments, dir, packs).map(|(plan, _)| plan));
         }
         if let Some(t) = self.approved.iter().find(|t| t.skill.tool.name == tool) {
-            let project = self.dir.parent().unwrap_or(&self.dir);
+            let project = dir.parent().unwrap_or(dir);
             return Some(t.unchanged().and_then(|()| t.plan(arguments, project)));
         }
         self.waiting
@@ -467,7 +517,10 @@ impl SessionTools {
         let Ok(a) = serde_json::from_str::<RegisterArgs>(arguments) else {
             return String::new();
         };
-        match load_one(&self.dir.join(&a.name), &a.name) {
+        let ToolsHome::Project(dir) = &self.home else {
+            return String::new();
+        };
+        match load_one(&dir.join(&a.name), &a.name) {
             Ok(t) => {
                 let hint = match approvals.create(request(&t)) {
                     Ok(c) => not_approved_message(&a.name, Some(&c.approval().id)),

@@ -439,12 +439,16 @@ impl<'a> Session<'a> {
         // A project tool that cannot be used, or waits for a person, is a
         // warning: the session goes on without it.
         let mode = project.policy.execution_mode.as_str();
-        let (project_tools, tool_warnings) = crate::project_tools::SessionTools::start(
-            &ctx.layout.config_dir.join("tools"),
-            &skills,
-            &approvals,
-            |t| t.approval_request(id, &ctx.hostname, mode),
-        );
+        let tools_dir = ctx.layout.config_dir.join("tools");
+        let tools_home = if ctx.layout.standalone {
+            crate::project_tools::ToolsHome::Project(tools_dir)
+        } else {
+            crate::project_tools::ToolsHome::Unavailable(tools_dir)
+        };
+        let (project_tools, tool_warnings) =
+            crate::project_tools::SessionTools::start(tools_home, &skills, &approvals, |t| {
+                t.approval_request(id, &ctx.hostname, mode)
+            });
         warnings.extend(tool_warnings);
         for w in &warnings {
             op.event(&AgentEvent::Warning(w.clone()));
@@ -503,9 +507,7 @@ impl<'a> Session<'a> {
                 .chain(project_tools.offered())
                 .collect(),
             unapproved_tools: project_tools.unapproved(),
-            withheld_tools: sysward_ipc::tools::withheld(|flag| {
-                project.policy.flag(flag).unwrap_or(false)
-            }),
+            withheld_tools: withheld_tools(&project.policy, &project_tools),
         };
         let tasks_expected = setup
             .tasks
@@ -1923,4 +1925,18 @@ fn session_engine(
         &project.policy,
         ctx.secrets.delivery_files(),
     )
+}
+
+/// The tools left out of the model's prompt: those a policy flag turns off,
+/// and `register_tool` where the layout has no project tools.
+fn withheld_tools(
+    policy: &sysward_policy::PolicyBlock,
+    project_tools: &crate::project_tools::SessionTools,
+) -> Vec<String> {
+    let mut withheld = sysward_ipc::tools::withheld(|flag| policy.flag(flag).unwrap_or(false));
+    let register = sysward_ipc::tools::Tool::RegisterTool.name().to_string();
+    if !project_tools.can_register() && !withheld.contains(&register) {
+        withheld.push(register);
+    }
+    withheld
 }

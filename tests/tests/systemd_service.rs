@@ -654,7 +654,7 @@ fn result_of(server: &Handle, offset: usize, i: usize) -> String {
 /// approvals, the operator lists and approves them (as a person would, with
 /// `sysward approvals` and `sysward approve ID`) and runs again. Returns the
 /// approved requests.
-fn run_approving(host: &Host, steps: usize) -> Vec<String> {
+fn run_approving(host: &Host, steps: usize) -> (Vec<String>, String) {
     let timeout = Duration::from_secs(900);
     let t = Instant::now();
     let first = sysward_as(host, OPERATOR, &["run", "--json"], timeout);
@@ -665,7 +665,7 @@ fn run_approving(host: &Host, steps: usize) -> Vec<String> {
     );
     let code = first.status.code();
     if code == Some(0) {
-        return Vec::new();
+        return (Vec::new(), describe(&first));
     }
     assert_eq!(
         code,
@@ -719,7 +719,7 @@ fn run_approving(host: &Host, steps: usize) -> Vec<String> {
         steps,
         describe(&second)
     );
-    approved
+    (approved, describe(&second))
 }
 
 #[test]
@@ -752,15 +752,25 @@ fn approved_admin_work_through_the_daemon_takes_effect_in_the_host() {
             "shell",
             serde_json::json!({"command":format!("DEBIAN_FRONTEND=noninteractive apt-get remove -y -q {package}"),"timeout_seconds":600}),
         ),
+        // The installed layout has no project tools: /etc/sysward is
+        // read-only to every action, so register_tool is refused with where
+        // an operator's tool belongs instead of failing in the kernel.
+        tool(
+            "register_tool",
+            serde_json::json!({"name":"disk_report","description":"Disk usage.","category":"read-only","risk":"low","script":"#!/bin/sh\ndf -h\n"}),
+        ),
     ];
+    // A tool an operator put where project tools live in a --root project.
+    host.sh_ok("mkdir -p /etc/sysward/tools/uptime_json && printf '%s\\n' '{\"description\":\"Uptime.\",\"executable\":\"run\",\"category\":\"read-only\",\"risk\":\"low\"}' > /etc/sysward/tools/uptime_json/skill.json && printf '#!/bin/sh\\necho {}\\n' > /etc/sysward/tools/uptime_json/run && chmod 0755 /etc/sysward/tools/uptime_json/run");
     let server = repeated(&steps, 2);
+    let policy = format!("{ADMIN_POLICY}\nALLOW_SELF_TOOL_CREATION=true");
     configure(
         &host,
         &server,
-        ADMIN_POLICY,
+        &policy,
         &[("01-admin.md", "# Admin\nWrite the test configuration, add the test account, install jq, check it, remove it.\n")],
     );
-    let approved = run_approving(&host, steps.len());
+    let (approved, last_run) = run_approving(&host, steps.len());
     for a in &approved {
         println!("  approved: {a}");
     }
@@ -820,6 +830,40 @@ fn approved_admin_work_through_the_daemon_takes_effect_in_the_host() {
         "dpkg --audit prints nothing",
         4,
     );
+    check(
+        results[5].contains("not available in the installed layout")
+            && results[5].contains("/etc/sysward/skills/")
+            && !host
+                .run(&["test", "-e", "/etc/sysward/tools/disk_report"])
+                .status
+                .success(),
+        "register_tool is refused in the installed layout, naming where tools go",
+        5,
+    );
+    let offered = server
+        .chat_requests()
+        .first()
+        .and_then(|c| c.body.as_ref().map(|b| b.to_string()))
+        .unwrap_or_default();
+    check(
+        !offered.contains("\"register_tool\"") && !offered.contains("\"uptime_json\""),
+        "neither register_tool nor the tool in /etc/sysward/tools is offered",
+        5,
+    );
+    check(
+        last_run.contains("/etc/sysward/tools is not used in the installed layout"),
+        "the operator is told the tool in /etc/sysward/tools belongs in skills/",
+        5,
+    );
+    check(
+        !host
+            .run(&["sysward", "approvals", "--json"])
+            .stdout
+            .windows(11)
+            .any(|w| w == b"uptime_json"),
+        "no approval waits for a tool that cannot run",
+        5,
+    );
     let verify = host.run(&["sysward", "audit", "verify"]);
     check(verify.status.success(), "the audit chain verifies", 0);
     assert!(
@@ -873,7 +917,7 @@ fn an_approved_sysctl_setting_takes_effect_in_the_host() {
             "# Sysctl\nLog martian packets: a setting in /etc/sysctl.d, applied.\n",
         )],
     );
-    let approved = run_approving(&host, steps.len());
+    let (approved, _) = run_approving(&host, steps.len());
     let offset = if approved.is_empty() {
         0
     } else {
