@@ -1,53 +1,17 @@
 //! The engine: a request → a decision.
 
 use crate::block::PolicyBlock;
+use crate::catalog;
 use crate::classify::{self, Effect};
 use crate::decide::{self, Judged, PathSets};
+use crate::decision::{Decision, EngineSetup, Part};
 use crate::facts::{HostFacts, PathFacts};
 use crate::profile;
 use crate::request::Request;
 use crate::shell::{limits, Analyzer, Arg, Cmd, Item, Stdin};
 use crate::tools;
 use crate::types::{Category, Risk, Verdict};
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use sysward_ipc::profile::ConfinementProfile;
-
-/// What the broker does with one request, and everything it shows about it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Decision {
-    pub verdict: Verdict,
-    /// The headline category (of the command that decided).
-    pub category: Category,
-    /// The highest risk among the commands.
-    pub risk: Risk,
-    pub reason: String,
-    /// The commands after unwrapping, one line.
-    pub normalized: String,
-    /// Which rule decided (`ALLOW_DELETE`, `operator rule line 12`, `critical risk`, …).
-    pub source: String,
-    /// The confinement for Allow and Ask; None for Deny.
-    pub profile: Option<ConfinementProfile>,
-    /// Every simple command found (after unwrapping), in order, with its own
-    /// category and risk: what a person approving the request must see.
-    pub parts: Vec<Part>,
-}
-
-/// One simple command of a request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Part {
-    pub text: String,
-    pub category: Category,
-    pub risk: Risk,
-}
-
-/// Everything an [`Engine`] is built from: what the broker sends the
-/// classifier helper so that it decides with exactly the broker's engine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EngineSetup {
-    pub block: PolicyBlock,
-    pub facts: HostFacts,
-}
 
 /// The policy engine for one loaded policy on one host.
 #[derive(Debug, Clone)]
@@ -115,7 +79,7 @@ impl Engine {
     fn decide_inner(&self, req: &Request<'_>, paths: &dyn PathFacts) -> Decision {
         match req {
             Request::Tool { name, paths: tp } => {
-                let Some(spec) = tools::spec(name) else {
+                let Some(spec) = catalog::spec(name) else {
                     return self.refuse(
                         Category::Unknown,
                         &format!("unknown tool {}", crate::shell::words::clip(name)),
@@ -412,24 +376,4 @@ fn one_line_within(s: &str, max: usize) -> String {
         out.push('…');
     }
     out
-}
-
-/// What `sysward policy explain` prints: one line with the decision, category,
-/// risk, reason, the rule that decided, and the profile.
-pub fn explain(decision: &Decision) -> String {
-    let profile = match &decision.profile {
-        Some(p) => p.to_string(),
-        None => "none".to_string(),
-    };
-    format!(
-        "decision: {}; category: {}; risk: {}; reason: {}; rule: {}; command: {}; profile: {}",
-        decision.verdict,
-        decision.category,
-        decision.risk,
-        decision.reason,
-        decision.source,
-        decision.normalized,
-        profile
-    )
-    .replace(['\n', '\r'], " ")
 }

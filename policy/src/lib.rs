@@ -11,18 +11,27 @@
 //! The full decision table is in `policy/DECISIONS.md`.
 
 mod block;
+mod catalog;
+#[cfg(feature = "engine")]
 mod classify;
+#[cfg(feature = "engine")]
 mod decide;
+mod decision;
+#[cfg(feature = "engine")]
 mod engine;
 mod error;
 mod facts;
 pub mod glob;
 pub mod netfilter;
+#[cfg(feature = "engine")]
 mod paths;
+#[cfg(feature = "engine")]
 mod profile;
 mod request;
+#[cfg(feature = "engine")]
 mod shell;
 pub mod task_rules;
+#[cfg(feature = "engine")]
 mod tools;
 mod types;
 
@@ -30,10 +39,13 @@ pub use block::{
     parse_agent_md, parse_bool, parse_size, ApprovalMode, ExecutionMode, OperatorRule,
     ParsedPolicy, PolicyBlock, RuleAction, WriteRule, ALLOW_FLAGS, MAX_AGENT_MD,
 };
-pub use engine::{explain, Decision, Engine, EngineSetup, Part};
+pub use catalog::{catalog, tool_names, Access, ToolSpec};
+pub use decision::{explain, Decision, EngineSetup, Part};
+#[cfg(feature = "engine")]
+pub use engine::Engine;
 pub use error::PolicyError;
 pub use facts::{HostFacts, LexicalPaths, PathFacts};
 pub use request::{OwnedRequest, Request, ToolPaths};
+#[cfg(feature = "engine")]
 pub use shell::limits::{MAX_OPENERS, MAX_SCRIPT_BYTES};
-pub use tools::{catalog, tool_names, Access, ToolSpec};
 pub use types::{Category, Risk, Verdict};

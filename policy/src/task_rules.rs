@@ -24,12 +24,12 @@ use crate::block::{OperatorRule, RuleAction, WriteRule};
 /// `register_tool` writes files too, but a project tool needs a person's
 /// approval of its exact bytes: a task file cannot stand in for it.
 fn file_tools() -> Vec<&'static str> {
-    use crate::tools::Access;
+    use crate::catalog::Access;
     sysward_ipc::tools::Tool::ALL
         .iter()
-        .filter_map(|t| crate::tools::catalog(*t))
+        .filter_map(|t| crate::catalog::catalog(*t))
         .filter(|s| !matches!(s.access, Access::None | Access::Read))
-        .filter(|s| !crate::tools::is_network(s.tool))
+        .filter(|s| !crate::catalog::is_network(s.tool))
         .filter(|s| s.tool != sysward_ipc::tools::Tool::RegisterTool)
         .map(|s| s.tool.name())
         .collect()

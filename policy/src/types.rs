@@ -59,6 +59,7 @@ impl Category {
 
     /// How much a category says about danger, to pick the headline category of a
     /// script made of several commands (higher = shown first).
+    #[cfg_attr(not(feature = "engine"), allow(dead_code))]
     pub(crate) fn weight(self) -> u8 {
         match self {
             Category::ReadOnly => 0,
@@ -136,6 +137,7 @@ pub enum Verdict {
 
 impl Verdict {
     /// Allow < Ask < Deny.
+    #[cfg_attr(not(feature = "engine"), allow(dead_code))]
     pub(crate) fn rank(&self) -> u8 {
         match self {
             Verdict::Allow => 0,

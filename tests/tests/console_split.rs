@@ -1,6 +1,6 @@
 //! The operator's console is not the root broker: the root binary
-//! (`sysward-broker`, package `sysward`) links no line editor and no
-//! man-page or completion generator; the broker has one operator, the
+//! (`sysward-broker`, package `sysward`) links no line editor, no
+//! man-page or completion generator and no shell parser; the broker has one operator, the
 //! operator channel, which both the daemon's control socket and the
 //! standalone `--root` mode end in; and a standalone broker serves only the
 //! console that started it.
@@ -56,6 +56,26 @@ fn the_root_binary_links_no_line_editor_and_no_generators() {
             "{crate_name} missing from the console's tree: {console:?}"
         );
     }
+}
+
+/// The shell parser runs only in the confined classifier helper: the root
+/// broker reads the policy crate without its `engine` feature.
+#[test]
+fn the_root_binary_links_no_shell_parser() {
+    let broker = normal_dependencies("sysward");
+    assert!(
+        broker.iter().any(|c| c == "sysward-policy"),
+        "the broker's tree was not read: {broker:?}"
+    );
+    assert!(
+        !broker.iter().any(|c| c == "brush-parser"),
+        "the root broker's dependency tree has brush-parser: only the classifier helper (classifier/) may parse shell"
+    );
+    let helper = normal_dependencies("sysward-classify");
+    assert!(
+        helper.iter().any(|c| c == "brush-parser"),
+        "brush-parser missing from the classifier helper's tree: {helper:?}"
+    );
 }
 
 /// The broker's non-test source files, by name.
