@@ -1,0 +1,430 @@
+//! Running an approved action: its start record, the confined run, its outcome record.
+
+use super::*;
+
+impl<'a> Session<'a> {
+    /// The start record of an action, on disk before the action runs. For a
+    /// command it is written by the audit writer while the command's
+    /// confinement steps run; the gate lets it execve only once the record is
+    /// durable (or, for an action that changes nothing and sends nothing,
+    /// written: see [`crate::audit::OpenGate`]). Returns the gate to hand to
+    /// the spawn and the writer's answer.
+    pub(super) fn audit_start(
+        &mut self,
+        mut start: serde_json::Value,
+        gated: Option<crate::audit::OpenGate>,
+    ) -> Result<(
+        Option<sysward_sandbox::jail::GateWait>,
+        Option<PendingStart>,
+    )> {
+        self.secrets.redactor().redact_json(&mut start);
+        if let Some(open) = gated {
+            if self.audit_writer.is_none() {
+                self.audit_writer = crate::audit::Writer::start(Arc::clone(&self.ctx.audit)).ok();
+            }
+            if let (Some(writer), Ok((opener, wait))) =
+                (&self.audit_writer, sysward_sandbox::jail::gate())
+            {
+                return Ok((
+                    Some(wait),
+                    Some(writer.record_then_open(start, open, opener)),
+                ));
+            }
+        }
+        self.ctx.audit.record(start)?;
+        Ok((None, None))
+    }
+
+    /// Runs an allowed network tool call in the network executor.
+    pub(super) fn execute_net(
+        &mut self,
+        call_id: &str,
+        net: &crate::net_action::NetPlan,
+        decision: &sysward_policy::Decision,
+        start_record: serde_json::Value,
+    ) -> crate::net_action::NetOutcome {
+        let Some(profile) = &decision.profile else {
+            return crate::net_action::NetOutcome {
+                result: ToolResult::refused(
+                    call_id,
+                    ToolStatus::Denied,
+                    "denied: the decision carries no confinement profile",
+                ),
+                ran: false,
+                hops: Vec::new(),
+                download: None,
+            };
+        };
+        let run = crate::net_action::NetRun {
+            runner: &self.ctx.runner,
+            audit: &self.ctx.audit,
+            cancel: self.op.cancel_token(),
+            redactor: self.secrets.redactor(),
+            allow: self.engine.block().network_allow.clone(),
+            search_url: self.project.conf.search_url.clone(),
+            nvd_url: self.project.conf.nvd_url.clone(),
+            tracker_url: self.project.conf.tracker_url.clone(),
+            extra_roots: self.engine.block().network_extra_roots.clone(),
+            max_download: self.engine.block().max_download_size,
+            state_dir: self.ctx.layout.state_dir.clone(),
+            layout: &self.ctx.layout,
+            action_id: format!("{}-{}", self.id, self.actions),
+        };
+        let timeout = Duration::from_secs(u64::from(profile.timeout_secs.max(1)));
+        crate::net_action::execute(&run, net, timeout, start_record, call_id)
+    }
+
+    /// Runs an allowed action; also returns the file change to audit, if any.
+    pub(super) fn execute(
+        &mut self,
+        call_id: &str,
+        plan: &crate::decide::Plan,
+        decision: &sysward_policy::Decision,
+        start_record: serde_json::Value,
+    ) -> (ToolResult, Option<FileChange>, bool) {
+        let refused =
+            |status, msg: String| (ToolResult::refused(call_id, status, msg), None, false);
+        let Some(mut profile) = decision.profile.clone() else {
+            return refused(
+                ToolStatus::Denied,
+                "denied: the decision carries no confinement profile".to_string(),
+            );
+        };
+        if let Some(t) = plan.timeout_secs() {
+            profile.timeout_secs = t.min(tools::MAX_TIMEOUT_SECS) as u32;
+        }
+        // The start record goes to disk first thing: for a command, on the
+        // audit thread while the rest is prepared and the command confined
+        // (its execve waits at the gate); a refusal below still waits for it,
+        // so that the outcome record follows it.
+        let gated = matches!(
+            plan,
+            crate::decide::Plan::Command(_)
+                | crate::decide::Plan::Builtin { .. }
+                | crate::decide::Plan::Skill { .. }
+        )
+        .then(|| {
+            if profile.changes_nothing() {
+                crate::audit::OpenGate::WhenWritten
+            } else {
+                crate::audit::OpenGate::WhenDurable
+            }
+        });
+        let (mut gate, mut pending_audit) = match self.audit_start(start_record, gated) {
+            Ok(g) => g,
+            Err(e) => {
+                return refused(
+                    ToolStatus::Error,
+                    format!("the audit log cannot be written, so nothing ran: {e:#}"),
+                )
+            }
+        };
+        let refused = |pending: &mut Option<_>, status, msg: String| {
+            let _ = settle(pending);
+            refused(status, msg)
+        };
+        let action_id = format!("{}-{}", self.id, self.actions);
+        let cgroup = self.ctx.runner.cgroup_for(&format!("a{action_id}"));
+        let backup = self.project.policy.backup_before_system_edit
+            && plan.touches_outside(&self.ctx.layout.config_dir);
+        let mut spec = match plan.exec_spec(
+            self.actions as u64,
+            profile.clone(),
+            cgroup.as_ref().map(|c| c.dir().display().to_string()),
+            backup,
+        ) {
+            Ok(s) => s,
+            Err(message) => return refused(&mut pending_audit, ToolStatus::Error, message),
+        };
+        // One-shot secret files of this action; removed when it ends, on
+        // every path out of this function.
+        let mut one_shot = crate::oneshot::OneShotFiles::new(
+            &self.ctx.layout,
+            &action_id,
+            profile.uid,
+            profile.gid,
+        );
+        if let Err(e) = crate::oneshot::ensure_root(&self.ctx.layout) {
+            return refused(
+                &mut pending_audit,
+                ToolStatus::Error,
+                format!("cannot prepare the one-shot secret directory, so nothing ran: {e}"),
+            );
+        }
+        // Only the spec gets values; the plan, the decision and the audit keep
+        // the placeholders.
+        let substituted = match self
+            .secrets
+            .substitute_spec_with(&mut spec, Some(&mut one_shot))
+        {
+            Ok(s) => s,
+            Err(e) => return refused(&mut pending_audit, ToolStatus::Error, e.to_string()),
+        };
+        one_shot.confine(&mut spec);
+        let secret_file = crate::secret_files::delivered_file(&substituted);
+        if let Some(path) = &secret_file {
+            if let Err(message) = crate::secret_files::admit_delivery(&mut spec, path) {
+                return refused(&mut pending_audit, ToolStatus::Error, message);
+            }
+        }
+        if !substituted.is_empty() {
+            let _ = self.audit(json!({"event": "secrets_delivered", "session": self.id, "deliveries": substituted}));
+        }
+        let redactor = self.secrets.redactor();
+        if let Err(e) = crate::action::ensure_tmp(&self.ctx.runner.tmp_dir) {
+            return refused(
+                &mut pending_audit,
+                ToolStatus::Error,
+                format!(
+                    "cannot prepare {}: {e:#}",
+                    self.ctx.runner.tmp_dir.display()
+                ),
+            );
+        }
+        let timeout = Duration::from_secs(u64::from(profile.timeout_secs.max(1)));
+        let cancel = self.op.cancel_token().clone();
+        // A file operation starts only once its record is on disk, and once
+        // the directories where it may leave a temporary are noted.
+        let temp_dirs = match &spec {
+            sysward_ipc::exec::ExecSpec::File { op, .. } => crate::stale_temps::dirs_of(op),
+            sysward_ipc::exec::ExecSpec::Command { .. } => Vec::new(),
+        };
+        if !matches!(spec, sysward_ipc::exec::ExecSpec::Command { .. }) {
+            if let Err(e) = settle(&mut pending_audit) {
+                return refused(&mut None, ToolStatus::Error, e.to_string());
+            }
+        }
+        if !temp_dirs.is_empty() {
+            if let Err(e) = crate::stale_temps::note(&self.ctx.layout, &temp_dirs) {
+                return refused(
+                    &mut pending_audit,
+                    ToolStatus::Error,
+                    format!("cannot note the file operation's directories, so nothing ran: {e:#}"),
+                );
+            }
+        }
+        // Retried only where the command provably did nothing (seed 000): the
+        // dpkg lock was held, or a name did not resolve for now.
+        let mut cgroup = cgroup;
+        let mut retries: Vec<String> = Vec::new();
+        let mut attempt = 0usize;
+        let outcome = loop {
+            let outcome = self.ctx.runner.run(
+                &spec,
+                cgroup.as_ref(),
+                crate::action::RunHow {
+                    timeout,
+                    cancel: &cancel,
+                    save_prefix: &format!("{action_id}-{attempt}"),
+                    redactor: &redactor,
+                    gate: gate.take(),
+                },
+            );
+            // The start record is on disk before any retry and before the
+            // result is released.
+            if let Err(e) = settle(&mut pending_audit) {
+                let ran = e.may_have_run();
+                return (
+                    ToolResult::refused(call_id, ToolStatus::Error, e.to_string()),
+                    None,
+                    ran,
+                );
+            }
+            let outcome = match outcome {
+                Ok(o) => o,
+                Err(e) => {
+                    return refused(
+                        &mut pending_audit,
+                        ToolStatus::Error,
+                        format!("cannot run the action: {e:#}"),
+                    )
+                }
+            };
+            let Some((why, delays)) = crate::retry::transient(&outcome) else {
+                break outcome;
+            };
+            let Some(delay) = delays.get(attempt) else {
+                break outcome;
+            };
+            retries.push(format!(
+                "attempt {} failed ({why}); retried after {delay} s",
+                attempt + 1
+            ));
+            if crate::retry::sleep_unless_cancelled(Duration::from_secs(*delay), &cancel) {
+                break outcome;
+            }
+            attempt += 1;
+            // An emptied cgroup for the next attempt.
+            if let Some(c) = cgroup.take() {
+                self.ctx.runner.release_cgroup(c);
+            }
+            cgroup = self
+                .ctx
+                .runner
+                .cgroup_for(&format!("a{action_id}-r{attempt}"));
+        };
+        if let Some(c) = cgroup {
+            self.ctx.runner.release_cgroup(c);
+        }
+        let one_shot_note = match one_shot.remove() {
+            Ok(0) => None,
+            Ok(n) => {
+                let _ = self.audit(json!({"event": "secret_files_removed", "session": self.id, "action": action_id, "files": n}));
+                Some(format!(
+                    "the one-shot secret file(s) given to the command ({n}) were removed"
+                ))
+            }
+            Err(e) => {
+                let _ = self.audit(json!({"event": "secret_files_removed", "session": self.id, "action": action_id, "error": e.to_string()}));
+                Some(format!(
+                    "the one-shot secret file(s) could not be removed: {e}"
+                ))
+            }
+        };
+        if !temp_dirs.is_empty() {
+            let removed: Vec<String> = temp_dirs
+                .iter()
+                .flat_map(|d| crate::stale_temps::sweep(d))
+                .collect();
+            if !removed.is_empty() {
+                let _ = self.audit(json!({"event": "stale_temp_removed", "session": self.id, "action": action_id, "paths": removed}));
+            }
+            crate::stale_temps::clear(&self.ctx.layout);
+        }
+        let mut result = ToolResult::message(call_id, ToolStatus::Ok, String::new());
+        result.duration_ms = outcome.duration.as_millis() as u64;
+        result.stdout = outcome.stdout.text;
+        if matches!(plan, crate::decide::Plan::Builtin { tool, .. } if tool == "read_journal") {
+            result.stdout = crate::journal::format(&result.stdout);
+        }
+        let skill_output = match plan {
+            crate::decide::Plan::Skill { .. } if outcome.ending == Ending::Exited(0) => {
+                Some(crate::skills::result_text(&result.stdout))
+            }
+            _ => None,
+        };
+        result.stderr = outcome.stderr.text;
+        result.saved_output = outcome
+            .stdout
+            .saved
+            .or(outcome.stderr.saved)
+            .map(|p| p.display().to_string());
+        let mut notes: Vec<String> = [outcome.stdout.note, outcome.stderr.note]
+            .into_iter()
+            .flatten()
+            .collect();
+        notes.extend(retries);
+        notes.extend(one_shot_note);
+        if profile.can_write() {
+            if let Err(why) = check_pinned(self.ctx, &self.id, Some(&action_id)) {
+                notes.push(why);
+            }
+        }
+        let mut change = None;
+        let outcome_ran = outcome.ending != Ending::NotRun;
+        match outcome.ending {
+            Ending::Exited(code) => {
+                result.exit_code = Some(code);
+                result.status = if code == 0 {
+                    ToolStatus::Ok
+                } else {
+                    ToolStatus::Error
+                };
+            }
+            Ending::Signaled(sig) => {
+                result.signal = Some(sig);
+                result.status = ToolStatus::Error;
+            }
+            Ending::TimedOut => {
+                result.status = ToolStatus::Timeout;
+                notes.push(format!(
+                    "killed after the {}s timeout, with every process it started",
+                    timeout.as_secs()
+                ));
+            }
+            Ending::Cancelled => {
+                result.status = ToolStatus::Cancelled;
+                notes.push(if crate::signals::stopping() {
+                    "cancelled: the broker is stopping (SIGTERM)".to_string()
+                } else {
+                    "cancelled by the operator".to_string()
+                });
+            }
+            Ending::NotRun => {
+                result.status = ToolStatus::Error;
+                notes.push(outcome.error.unwrap_or_default());
+            }
+            Ending::FileOp => match outcome.file_result {
+                Some(Ok((text, mut c))) => {
+                    if secret_file.is_some() {
+                        if let Some(c) = c.as_mut() {
+                            crate::secret_files::conceal_change(c);
+                        }
+                    }
+                    let kept = match plan {
+                        crate::decide::Plan::File { op, .. } => {
+                            crate::patch_plan::keep(&self.ctx.layout, op, &action_id)
+                        }
+                        _ => None,
+                    };
+                    let text = match kept {
+                        Some(Ok(path)) => {
+                            format!("{text}\nthe patch is kept as {}", path.display())
+                        }
+                        Some(Err(e)) => format!("{text}\nthe patch could not be kept: {e}"),
+                        None => text,
+                    };
+                    result.message = match &c {
+                        Some(c) => format!("{text}\n{}", crate::record::change_for_model(c)),
+                        None => text,
+                    };
+                    change = c.map(|mut c| {
+                        redact::redact_file_change(&redactor, &mut c);
+                        c
+                    });
+                }
+                Some(Err(text)) => {
+                    result.status = ToolStatus::Error;
+                    result.message = text;
+                }
+                None => result.status = ToolStatus::Error,
+            },
+        }
+        match skill_output {
+            Some(Ok(text)) => result.stdout = text,
+            Some(Err(why)) => {
+                result.status = ToolStatus::Error;
+                result.stdout.clear();
+                notes.push(why);
+            }
+            None => {}
+        }
+        if let Some(hint) = crate::retry::permission_hint(&result) {
+            notes.push(hint);
+        }
+        if !notes.is_empty() {
+            if !result.message.is_empty() {
+                result.message.push('\n');
+            }
+            result.message.push_str(&notes.join("\n"));
+        }
+        result.redactions = outcome.redactions.total().min(u64::from(u32::MAX)) as u32;
+        redact::redact_tool_result(&redactor, &mut result);
+        let ran = outcome_ran;
+        (result, change, ran)
+    }
+}
+
+/// The audit writer's answer for an action's start record.
+type PendingStart = std::sync::mpsc::Receiver<Result<u64, crate::audit::StartRecordError>>;
+
+/// Waits until the start record is on disk.
+fn settle(pending: &mut Option<PendingStart>) -> Result<(), crate::audit::StartRecordError> {
+    let Some(answer) = pending.take() else {
+        return Ok(());
+    };
+    answer
+        .recv()
+        .unwrap_or(Err(crate::audit::StartRecordError::WriterGone))
+        .map(|_| ())
+}
