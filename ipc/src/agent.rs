@@ -393,14 +393,59 @@ impl_message!(AgentAnswer, "agent answer", AGENT_ANSWER_MAX, {
     Welcome = 1, Input = 2, Model = 3, Tool = 4, State = 5, Ack = 6, Cancelled = 7, Goodbye = 8,
 });
 
-/// Per-kind size caps the broker checks from the header, before decoding: a
-/// control message never gets the 40 MiB a tool call may use.
-pub fn agent_request_cap(kind: u16) -> usize {
+/// The agent request kinds as a frame header carries them (the numbers of
+/// `impl_message!` above; a test pins each to its variant).
+pub mod request_kind {
+    pub const HELLO: u16 = 1;
+    pub const NEXT_INPUT: u16 = 2;
+    pub const MODEL: u16 = 3;
+    pub const TOOL: u16 = 4;
+    pub const LOAD_STATE: u16 = 5;
+    pub const SAVE_STATE: u16 = 6;
+    pub const EVENT: u16 = 7;
+    pub const TASK_FINISHED: u16 = 8;
+    pub const SHUTDOWN: u16 = 9;
+}
+
+/// Per-kind size caps checked from the header, before decoding: a control
+/// message never gets the 40 MiB a tool call may use.
+pub const fn agent_request_cap(kind: u16) -> usize {
+    use request_kind as k;
     match kind {
-        3 => 40 << 20,                    // Model: the whole conversation
-        4 => AGENT_REQUEST_MAX,           // Tool: arguments up to 40 MiB
-        6 => STATE_FILE_MAX + (64 << 10), // SaveState
-        7 | 8 => 1 << 20,                 // Event, TaskFinished
-        _ => 64 << 10,                    // Hello, NextInput, LoadState, Shutdown
+        k::MODEL => 40 << 20,                         // the whole conversation
+        k::TOOL => AGENT_REQUEST_MAX,                 // arguments up to 40 MiB
+        k::SAVE_STATE => STATE_FILE_MAX + (64 << 10), // a whole state file
+        k::EVENT | k::TASK_FINISHED => 1 << 20,
+        _ => 64 << 10, // Hello, NextInput, LoadState, Shutdown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::Message;
+
+    #[test]
+    fn each_request_kind_constant_names_its_variant() {
+        use request_kind as k;
+        let pinned = [
+            (k::HELLO, "Hello"),
+            (k::NEXT_INPUT, "NextInput"),
+            (k::MODEL, "Model"),
+            (k::TOOL, "Tool"),
+            (k::LOAD_STATE, "LoadState"),
+            (k::SAVE_STATE, "SaveState"),
+            (k::EVENT, "Event"),
+            (k::TASK_FINISHED, "TaskFinished"),
+            (k::SHUTDOWN, "Shutdown"),
+        ];
+        for (kind, name) in pinned {
+            assert_eq!(AgentRequest::kind_name(kind), Some(name));
+        }
+        // No kind beyond the pinned ones exists.
+        let known = (0..=u16::MAX)
+            .filter(|kind| AgentRequest::kind_name(*kind).is_some())
+            .count();
+        assert_eq!(known, pinned.len());
     }
 }

@@ -89,7 +89,11 @@ fn broker_sources() -> Vec<(String, String)> {
             } else if path.extension().is_some_and(|x| x == "rs") {
                 let text = std::fs::read_to_string(&path).unwrap();
                 let code = text.split("#[cfg(test)]").next().unwrap_or("").to_string();
-                let name = path.strip_prefix(base).unwrap().to_string_lossy().into_owned();
+                let name = path
+                    .strip_prefix(base)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
                 out.push((name, code));
             }
         }

@@ -32,6 +32,8 @@ use sysward_ipc::{Channel, ChannelError, Message, BUILD_VERSION};
 
 mod ask;
 mod ask_secret;
+mod dispatch;
+mod events;
 mod execute;
 mod model;
 mod serve;
@@ -379,6 +381,8 @@ struct Session<'a> {
     chan: Channel,
     gateway: GatewayLink,
     state: AgentState,
+    /// The setup Hello is answered with (taken then).
+    welcome: Option<Box<SessionSetup>>,
     /// The tasks handed to the agent, with the content hash the broker read.
     tasks_expected: Vec<(String, String)>,
     /// Why the agent ended the session, when it was not a normal end (a
@@ -408,10 +412,6 @@ struct Session<'a> {
     /// The diffs of this session's memoria.md changes, shown at its end.
     memory_diffs: Vec<String>,
     _lock: ProjectLock,
-}
-
-fn unreachable_state() {
-    // recv() refuses Hello after the handshake; nothing to do here.
 }
 
 /// Starts the agent with a fresh channel, as root, so that it confines itself

@@ -1,5 +1,6 @@
 //! A model request, forwarded to the key-holding gateway.
 
+use super::dispatch::{self, Flow};
 use super::*;
 
 impl<'a> Session<'a> {
@@ -47,4 +48,27 @@ impl<'a> Session<'a> {
         }
         reply
     }
+}
+
+pub(super) fn on_model(s: &mut Session<'_>, request: AgentRequest) -> Result<Flow> {
+    let AgentRequest::Model(model) = request else {
+        return Err(dispatch::wrong_kind(&request));
+    };
+    let reply = s.model(model);
+    let lost = matches!(
+        &reply,
+        ModelReply::Failed {
+            kind: ModelFailure::GatewayLost,
+            ..
+        }
+    );
+    let message = match &reply {
+        ModelReply::Failed { message, .. } => message.clone(),
+        _ => String::new(),
+    };
+    s.answer(AgentAnswer::Model(reply))?;
+    if lost {
+        anyhow::bail!("the model gateway failed: {message}");
+    }
+    Ok(Flow::Next)
 }

@@ -1,26 +1,15 @@
 //! The agent protocol's serve loop: each request kind checked against the dispatch table from its header, then handed to its handler.
 
+use super::dispatch::{self, Flow};
 use super::*;
 
 impl<'a> Session<'a> {
-    /// Receives one request, checking legality and size from the header first.
+    /// Receives one request, checking from the header first that the
+    /// dispatch table permits its kind now, and its size.
     pub(super) fn recv(&mut self) -> Result<AgentRequest, ChannelError> {
         let state = self.state;
-        self.chan.recv_checked::<AgentRequest>(|header| {
-            let name = AgentRequest::kind_name(header.kind).unwrap_or("unknown");
-            let legal = match state {
-                AgentState::AwaitHello => header.kind == 1,
-                AgentState::Ready => header.kind != 1,
-                AgentState::Closed => false,
-            };
-            if !legal {
-                return Err(ChannelError::Illegal {
-                    kind: name.to_string(),
-                    state: format!("in state {state:?}"),
-                });
-            }
-            Ok(agent_request_cap(header.kind))
-        })
+        self.chan
+            .recv_checked::<AgentRequest>(|header| dispatch::permit(state, header.kind))
     }
 
     /// Appends to the audit log with every known secret masked.
@@ -38,145 +27,22 @@ impl<'a> Session<'a> {
         self.chan.send(&answer).context("cannot answer the agent")
     }
 
-    /// The request loop. Returns when the agent shuts down, dies, or misbehaves.
+    /// The request loop: each request goes to its row's handler. Returns
+    /// when the agent shuts down, dies, or misbehaves.
     pub(super) fn serve(&mut self) -> Result<()> {
         loop {
             let request = match self.recv() {
                 Ok(r) => r,
                 Err(e) => return Err(self.agent_lost(e)),
             };
-            if crate::signals::stopping()
-                && matches!(
-                    request,
-                    AgentRequest::NextInput | AgentRequest::Model(_) | AgentRequest::Tool(_)
-                )
-            {
+            let row =
+                dispatch::row(request.kind()).ok_or_else(|| dispatch::wrong_kind(&request))?;
+            if row.refused_when_stopping && crate::signals::stopping() {
                 anyhow::bail!(STOPPING_ENDS_SESSION);
             }
-            match request {
-                AgentRequest::Hello { .. } => unreachable_state(),
-                AgentRequest::NextInput => {
-                    self.repeats.clear();
-                    let input = self.next_input();
-                    self.answer(AgentAnswer::Input(input))?;
-                }
-                AgentRequest::Model(model) => {
-                    let reply = self.model(model);
-                    let lost = matches!(
-                        &reply,
-                        ModelReply::Failed {
-                            kind: ModelFailure::GatewayLost,
-                            ..
-                        }
-                    );
-                    let message = match &reply {
-                        ModelReply::Failed { message, .. } => message.clone(),
-                        _ => String::new(),
-                    };
-                    self.answer(AgentAnswer::Model(reply))?;
-                    if lost {
-                        anyhow::bail!("the model gateway failed: {message}");
-                    }
-                }
-                AgentRequest::Tool(tool) => {
-                    let result = self.tool(tool);
-                    self.op
-                        .event(&crate::record::tool_output(&result.call_id, &result));
-                    self.answer(AgentAnswer::Tool(result))?;
-                    if let Some(why) = self.ctx.pinned.stopped() {
-                        anyhow::bail!("{why}");
-                    }
-                }
-                AgentRequest::LoadState(file) => {
-                    let content = self.load_state(file);
-                    self.answer(AgentAnswer::State(content))?;
-                }
-                AgentRequest::SaveState { file, content } => {
-                    self.save_state(file, &content)?;
-                    self.answer(AgentAnswer::Ack)?;
-                }
-                AgentRequest::Event(event) => {
-                    // Only the broker says what an action produced.
-                    if matches!(event, AgentEvent::ToolOutput { .. }) {
-                        let _ = self.audit(json!({"event": "agent_refused_event", "session": self.id, "reason": "the agent sent an action's output, which only the broker reports"}));
-                        self.answer(AgentAnswer::Ack)?;
-                        continue;
-                    }
-                    if let Some(record) = crate::record::agent_event(&self.id, &event) {
-                        let _ = self.audit(record);
-                    }
-                    if let AgentEvent::TaskStart { name } = &event {
-                        self.current_task = Some(name.clone());
-                        self.repeats.clear();
-                        self.engine = self.pre_approvals.enter(Some(name));
-                    }
-                    if let AgentEvent::Usage {
-                        prompt_tokens,
-                        completion_tokens,
-                    } = &event
-                    {
-                        let _ = self.audit(json!({"event": "model_usage", "session": self.id, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}));
-                    }
-                    self.op.event(&event);
-                    self.answer(AgentAnswer::Ack)?;
-                }
-                AgentRequest::TaskFinished(mut outcome) => {
-                    if !self.pending_in_task.is_empty() && outcome.status == TaskStatus::Done {
-                        outcome.status = TaskStatus::Blocked;
-                        outcome.summary = format!(
-                            "approval required: {}\n{}",
-                            self.pending_in_task.join("; "),
-                            outcome.summary
-                        );
-                    }
-                    self.pending_in_task.clear();
-                    // The hash is the broker's own reading of the file, not
-                    // whatever the agent reports.
-                    let sha = self
-                        .tasks_expected
-                        .iter()
-                        .find(|(n, _)| *n == outcome.name)
-                        .map(|(_, h)| h.clone());
-                    if let (Some(sha), true) = (sha, outcome.status != TaskStatus::Skipped) {
-                        outcome.sha256 = sha.clone();
-                        self.records.set(&outcome.name, &sha, outcome.status);
-                        if let Err(e) = self.records.save(&self.ctx.layout, &self.ctx.pinned) {
-                            self.op.event(&AgentEvent::Warning(format!(
-                                "cannot record the task outcome: {e:#}"
-                            )));
-                        }
-                    }
-                    for record in crate::record::conflicts(&self.id, &outcome) {
-                        let _ = self.audit(record);
-                    }
-                    self.audit(json!({
-                        "event": "task_end", "session": self.id, "task": outcome.name,
-                        "sha256": outcome.sha256, "status": outcome.status.as_str(),
-                        "steps": outcome.steps, "conflicts": outcome.conflicts,
-                    }))?;
-                    self.outcomes.push(outcome);
-                    self.answer(AgentAnswer::Ack)?;
-                }
-                AgentRequest::Shutdown { reason } => {
-                    self.state = AgentState::Closed;
-                    let _ = self.chan.send(&AgentAnswer::Goodbye {
-                        reason: "bye".to_string(),
-                    });
-                    if !reason.is_empty() && reason != "done" {
-                        let reason = if crate::signals::stopping()
-                            && reason == "cancelled by the operator"
-                        {
-                            // The cancel was SIGTERM's, not a person's.
-                            "cancelled: the broker is stopping (SIGTERM)".to_string()
-                        } else {
-                            crate::sanitize::one_line(&reason, 2000)
-                        };
-                        self.op
-                            .event(&AgentEvent::Info(format!("agent finished: {reason}")));
-                        self.agent_reason = Some(reason);
-                    }
-                    return Ok(());
-                }
+            match (row.handler)(self, request)? {
+                Flow::Next => {}
+                Flow::End => return Ok(()),
             }
         }
     }
@@ -261,4 +127,35 @@ impl<'a> Session<'a> {
             }
         }
     }
+}
+
+pub(super) fn on_next_input(s: &mut Session<'_>, request: AgentRequest) -> Result<Flow> {
+    let AgentRequest::NextInput = request else {
+        return Err(dispatch::wrong_kind(&request));
+    };
+    s.repeats.clear();
+    let input = s.next_input();
+    s.answer(AgentAnswer::Input(input))?;
+    Ok(Flow::Next)
+}
+
+pub(super) fn on_shutdown(s: &mut Session<'_>, request: AgentRequest) -> Result<Flow> {
+    let AgentRequest::Shutdown { reason } = request else {
+        return Err(dispatch::wrong_kind(&request));
+    };
+    s.state = AgentState::Closed;
+    let _ = s.chan.send(&AgentAnswer::Goodbye {
+        reason: "bye".to_string(),
+    });
+    if !reason.is_empty() && reason != "done" {
+        let reason = if crate::signals::stopping() && reason == "cancelled by the operator" {
+            // The cancel was SIGTERM's, not a person's.
+            "cancelled: the broker is stopping (SIGTERM)".to_string()
+        } else {
+            crate::sanitize::one_line(&reason, 2000)
+        };
+        s.op.event(&AgentEvent::Info(format!("agent finished: {reason}")));
+        s.agent_reason = Some(reason);
+    }
+    Ok(Flow::End)
 }

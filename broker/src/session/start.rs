@@ -1,5 +1,6 @@
 //! Starting a session: the agent, its gateway and the handshake; the summary at its end.
 
+use super::dispatch::{self, Flow};
 use super::*;
 
 impl<'a> Session<'a> {
@@ -151,6 +152,7 @@ impl<'a> Session<'a> {
             chan,
             gateway,
             state: AgentState::AwaitHello,
+            welcome: Some(Box::new(setup)),
             tasks_expected,
             agent_reason: None,
             outcomes,
@@ -169,36 +171,23 @@ impl<'a> Session<'a> {
             memory_diffs: Vec::new(),
             _lock: lock,
         };
-        session.handshake(setup)?;
+        session.handshake()?;
         Ok(session)
     }
 
-    pub(super) fn handshake(&mut self, setup: SessionSetup) -> Result<()> {
+    pub(super) fn handshake(&mut self) -> Result<()> {
         if !self.chan.wait_readable(HELLO_TIMEOUT.as_millis() as i32)? {
             anyhow::bail!(
                 "the agent did not say hello within {}s",
                 HELLO_TIMEOUT.as_secs()
             );
         }
+        // Only Hello is legal now (the dispatch table), so this is its handler.
         let hello = match self.recv() {
             Ok(h) => h,
             Err(e) => return Err(self.agent_lost(e)),
         };
-        match hello {
-            AgentRequest::Hello { build } if build == BUILD_VERSION => {}
-            AgentRequest::Hello { build } => {
-                let reason = format!(
-                    "version mismatch: agent {build}, broker {BUILD_VERSION}; reinstall sysward so all binaries match"
-                );
-                let _ = self.chan.send(&AgentAnswer::Goodbye {
-                    reason: reason.clone(),
-                });
-                anyhow::bail!(reason);
-            }
-            _ => anyhow::bail!("the agent did not open with hello"),
-        }
-        self.state = AgentState::Ready;
-        self.chan.send(&AgentAnswer::Welcome(Box::new(setup)))?;
+        on_hello(self, hello)?;
         Ok(())
     }
 
@@ -232,4 +221,28 @@ impl<'a> Session<'a> {
             summary.error.clone_from(&self.agent_reason);
         }
     }
+}
+
+/// Hello: the agent's build must be the broker's; the answer is the session
+/// setup, once.
+pub(super) fn on_hello(s: &mut Session<'_>, request: AgentRequest) -> Result<Flow> {
+    let AgentRequest::Hello { build } = request else {
+        return Err(dispatch::wrong_kind(&request));
+    };
+    if build != BUILD_VERSION {
+        let reason = format!(
+            "version mismatch: agent {build}, broker {BUILD_VERSION}; reinstall sysward so all binaries match"
+        );
+        let _ = s.chan.send(&AgentAnswer::Goodbye {
+            reason: reason.clone(),
+        });
+        anyhow::bail!(reason);
+    }
+    let setup = s
+        .welcome
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("the agent said hello twice"))?;
+    s.state = AgentState::Ready;
+    s.chan.send(&AgentAnswer::Welcome(setup))?;
+    Ok(Flow::Next)
 }

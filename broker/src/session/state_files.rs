@@ -1,5 +1,6 @@
 //! memoria.md and contexto.mem: the state files only the broker writes.
 
+use super::dispatch::{self, Flow};
 use super::*;
 
 impl<'a> Session<'a> {
@@ -38,4 +39,22 @@ impl<'a> Session<'a> {
         }
         self.ctx.pinned.write(&self.state_path(file), content)
     }
+}
+
+pub(super) fn on_load_state(s: &mut Session<'_>, request: AgentRequest) -> Result<Flow> {
+    let AgentRequest::LoadState(file) = request else {
+        return Err(dispatch::wrong_kind(&request));
+    };
+    let content = s.load_state(file);
+    s.answer(AgentAnswer::State(content))?;
+    Ok(Flow::Next)
+}
+
+pub(super) fn on_save_state(s: &mut Session<'_>, request: AgentRequest) -> Result<Flow> {
+    let AgentRequest::SaveState { file, content } = request else {
+        return Err(dispatch::wrong_kind(&request));
+    };
+    s.save_state(file, &content)?;
+    s.answer(AgentAnswer::Ack)?;
+    Ok(Flow::Next)
 }

@@ -1,5 +1,6 @@
 //! A tool request: plan, decide, authorize, then run through the execute stage.
 
+use super::dispatch::{self, Flow};
 use super::*;
 
 impl<'a> Session<'a> {
@@ -264,4 +265,17 @@ impl<'a> Session<'a> {
             .unwrap_or_default();
         approvals::request_key(plan.tool_name(), &decision.normalized, plan.cwd(), &profile)
     }
+}
+
+pub(super) fn on_tool(s: &mut Session<'_>, request: AgentRequest) -> Result<Flow> {
+    let AgentRequest::Tool(tool) = request else {
+        return Err(dispatch::wrong_kind(&request));
+    };
+    let result = s.tool(tool);
+    s.op.event(&crate::record::tool_output(&result.call_id, &result));
+    s.answer(AgentAnswer::Tool(result))?;
+    if let Some(why) = s.ctx.pinned.stopped() {
+        anyhow::bail!("{why}");
+    }
+    Ok(Flow::Next)
 }
