@@ -205,12 +205,19 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
         }
         return Err(e);
     }
-    let first = rx.recv::<OperatorRequest>();
+    let first =
+        crate::operator_dispatch::recv(&mut rx, crate::operator_dispatch::OperatorState::Opening);
     // Past the handshake a CLI session may rightly wait for its person.
     set_receive_timeout(&timeout_fd, std::time::Duration::ZERO)?;
     drop(timeout_fd);
     let first = match first {
         Ok(request) => request,
+        Err(e @ sysward_ipc::ChannelError::Illegal { .. }) => {
+            tx.send(&OperatorAnswer::Error {
+                message: "expected run or cli".to_string(),
+            })?;
+            bail!("operator sent a request out of turn: {e}");
+        }
         Err(e) => bail!("operator connection: {e}"),
     };
     if let Some((mode, opts)) = operator_channel::session_wanted(&first) {

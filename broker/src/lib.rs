@@ -30,6 +30,7 @@ pub mod netfilter_check;
 pub mod oneshot;
 pub mod operator;
 pub mod operator_channel;
+pub mod operator_dispatch;
 pub mod patch_plan;
 pub mod pinned;
 pub mod pre_approvals;

@@ -5,6 +5,7 @@
 
 use crate::cancel::CancelToken;
 use crate::operator::Operator;
+use crate::operator_dispatch::{self, OperatorState};
 use crate::session::{self, BrokerContext, SessionRequest};
 use anyhow::{bail, Result};
 use std::sync::mpsc::{self, Receiver};
@@ -24,7 +25,7 @@ pub const INPUT_QUEUE: usize = 32;
 /// Reads the console's `Hello` and welcomes it, or tells it why not (another
 /// build than this broker's, or anything but a hello first).
 pub fn greet(tx: &Channel, rx: &mut Channel) -> Result<()> {
-    match rx.recv::<OperatorRequest>() {
+    match operator_dispatch::recv(rx, OperatorState::AwaitHello) {
         Ok(OperatorRequest::Hello { build }) if build == BUILD_VERSION => {}
         Ok(OperatorRequest::Hello { build }) => {
             let message = format!("version mismatch: client {build}, broker {BUILD_VERSION}; use the sysward binary that matches the running broker");
@@ -33,7 +34,7 @@ pub fn greet(tx: &Channel, rx: &mut Channel) -> Result<()> {
             })?;
             bail!(message);
         }
-        Ok(_) => {
+        Ok(_) | Err(sysward_ipc::ChannelError::Illegal { .. }) => {
             tx.send(&OperatorAnswer::Error {
                 message: "say hello first".to_string(),
             })?;
@@ -77,7 +78,7 @@ pub fn serve_session(
     std::thread::Builder::new()
         .name("operator-reader".to_string())
         .spawn(move || loop {
-            match rx.recv::<OperatorRequest>() {
+            match operator_dispatch::recv(&mut rx, OperatorState::InSession) {
                 Ok(OperatorRequest::Cancel) => reader_cancel.cancel(),
                 Ok(
                     req @ (OperatorRequest::Input(_)

@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use nix::sys::socket::{getsockopt, sockopt};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
-use sysward_ipc::operator::{OperatorAnswer, OperatorRequest, OPERATOR_ANSWER_MAX};
+use sysward_ipc::operator::{OperatorAnswer, OPERATOR_ANSWER_MAX};
 use sysward_ipc::Channel;
 
 /// Where the console leaves its end of the operator channel.
@@ -80,10 +80,17 @@ pub fn run(root: &Path, channel: ConsoleChannel) -> Result<i32> {
     tx.force_send_buffer(OPERATOR_ANSWER_MAX)?;
     let mut rx = Channel::new(fd);
     operator_channel::greet(&tx, &mut rx)?;
-    let first = rx
-        .recv::<OperatorRequest>()
-        .context("the console went away before asking for a session")?;
-    let Some((mode, opts)) = operator_channel::session_wanted(&first) else {
+    // A request no console may open with is refused as one that is not a
+    // session: before its body is decoded.
+    let first = match crate::operator_dispatch::recv(
+        &mut rx,
+        crate::operator_dispatch::OperatorState::Opening,
+    ) {
+        Ok(request) => Some(request),
+        Err(sysward_ipc::ChannelError::Illegal { .. }) => None,
+        Err(e) => return Err(e).context("the console went away before asking for a session"),
+    };
+    let Some((mode, opts)) = first.as_ref().and_then(operator_channel::session_wanted) else {
         tx.send(&OperatorAnswer::Error {
             message: "a standalone broker serves one session: expected run or cli".to_string(),
         })?;

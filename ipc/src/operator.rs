@@ -151,7 +151,52 @@ impl_message!(OperatorRequest, "operator request", OPERATOR_REQUEST_MAX, {
     Hello = 1, Run = 2, Cli = 3, Input = 4, Cancel = 5, Approval = 6, Detach = 7, Secret = 8,
     Decide = 9, ListApprovals = 10,
 });
+
+/// The operator request kinds as a frame header carries them (the numbers
+/// of `impl_message!` above; a test pins each to its variant).
+pub mod request_kind {
+    pub const HELLO: u16 = 1;
+    pub const RUN: u16 = 2;
+    pub const CLI: u16 = 3;
+    pub const INPUT: u16 = 4;
+    pub const CANCEL: u16 = 5;
+    pub const APPROVAL: u16 = 6;
+    pub const DETACH: u16 = 7;
+    pub const SECRET: u16 = 8;
+    pub const DECIDE: u16 = 9;
+    pub const LIST_APPROVALS: u16 = 10;
+}
 impl_message!(OperatorAnswer, "operator answer", OPERATOR_ANSWER_MAX, {
     Welcome = 1, SessionStarted = 2, Event = 3, InputWanted = 4, ApprovalNeeded = 5,
     Finished = 6, Error = 7, SecretNeeded = 8, Done = 9, Decided = 10,
 });
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::Message;
+
+    #[test]
+    fn each_request_kind_constant_names_its_variant() {
+        use request_kind as k;
+        let pinned = [
+            (k::HELLO, "Hello"),
+            (k::RUN, "Run"),
+            (k::CLI, "Cli"),
+            (k::INPUT, "Input"),
+            (k::CANCEL, "Cancel"),
+            (k::APPROVAL, "Approval"),
+            (k::DETACH, "Detach"),
+            (k::SECRET, "Secret"),
+            (k::DECIDE, "Decide"),
+            (k::LIST_APPROVALS, "ListApprovals"),
+        ];
+        for (kind, name) in pinned {
+            assert_eq!(OperatorRequest::kind_name(kind), Some(name));
+        }
+        let known = (0..=u16::MAX)
+            .filter(|kind| OperatorRequest::kind_name(*kind).is_some())
+            .count();
+        assert_eq!(known, pinned.len());
+    }
+}
