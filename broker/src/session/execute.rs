@@ -81,14 +81,11 @@ impl<'a> Session<'a> {
         plan: &crate::decide::Plan,
         decision: &sysward_policy::Decision,
         start_record: serde_json::Value,
-    ) -> (ToolResult, Option<FileChange>, bool) {
-        let refused =
-            |status, msg: String| (ToolResult::refused(call_id, status, msg), None, false);
+    ) -> Result<Ran, ActionError> {
         let Some(mut profile) = decision.profile.clone() else {
-            return refused(
-                ToolStatus::Denied,
-                "denied: the decision carries no confinement profile".to_string(),
-            );
+            return Err(ActionError::Refused {
+                message: "denied: the decision carries no confinement profile".to_string(),
+            });
         };
         if let Some(t) = plan.timeout_secs() {
             profile.timeout_secs = t.min(tools::MAX_TIMEOUT_SECS) as u32;
@@ -113,15 +110,17 @@ impl<'a> Session<'a> {
         let (mut gate, mut pending_audit) = match self.audit_start(start_record, gated) {
             Ok(g) => g,
             Err(e) => {
-                return refused(
-                    ToolStatus::Error,
-                    format!("the audit log cannot be written, so nothing ran: {e:#}"),
-                )
+                return Err(ActionError::AuditFailed {
+                    message: format!("the audit log cannot be written, so nothing ran: {e:#}"),
+                    ran: false,
+                })
             }
         };
-        let refused = |pending: &mut Option<_>, status, msg: String| {
+        // A step that fails before the run: the start record is still
+        // settled first, so that the outcome record follows it.
+        let not_run = |pending: &mut Option<_>, message: String| {
             let _ = settle(pending);
-            refused(status, msg)
+            Err(ActionError::NotRun { message })
         };
         let action_id = format!("{}-{}", self.id, self.actions);
         let cgroup = self.ctx.runner.cgroup_for(&format!("a{action_id}"));
@@ -134,7 +133,7 @@ impl<'a> Session<'a> {
             backup,
         ) {
             Ok(s) => s,
-            Err(message) => return refused(&mut pending_audit, ToolStatus::Error, message),
+            Err(message) => return not_run(&mut pending_audit, message),
         };
         // One-shot secret files of this action; removed when it ends, on
         // every path out of this function.
@@ -145,9 +144,8 @@ impl<'a> Session<'a> {
             profile.gid,
         );
         if let Err(e) = crate::oneshot::ensure_root(&self.ctx.layout) {
-            return refused(
+            return not_run(
                 &mut pending_audit,
-                ToolStatus::Error,
                 format!("cannot prepare the one-shot secret directory, so nothing ran: {e}"),
             );
         }
@@ -158,13 +156,13 @@ impl<'a> Session<'a> {
             .substitute_spec_with(&mut spec, Some(&mut one_shot))
         {
             Ok(s) => s,
-            Err(e) => return refused(&mut pending_audit, ToolStatus::Error, e.to_string()),
+            Err(e) => return not_run(&mut pending_audit, e.to_string()),
         };
         one_shot.confine(&mut spec);
         let secret_file = crate::secret_files::delivered_file(&substituted);
         if let Some(path) = &secret_file {
             if let Err(message) = crate::secret_files::admit_delivery(&mut spec, path) {
-                return refused(&mut pending_audit, ToolStatus::Error, message);
+                return not_run(&mut pending_audit, message);
             }
         }
         if !substituted.is_empty() {
@@ -172,9 +170,8 @@ impl<'a> Session<'a> {
         }
         let redactor = self.secrets.redactor();
         if let Err(e) = crate::action::ensure_tmp(&self.ctx.runner.tmp_dir) {
-            return refused(
+            return not_run(
                 &mut pending_audit,
-                ToolStatus::Error,
                 format!(
                     "cannot prepare {}: {e:#}",
                     self.ctx.runner.tmp_dir.display()
@@ -191,14 +188,16 @@ impl<'a> Session<'a> {
         };
         if !matches!(spec, sysward_ipc::exec::ExecSpec::Command { .. }) {
             if let Err(e) = settle(&mut pending_audit) {
-                return refused(&mut None, ToolStatus::Error, e.to_string());
+                return Err(ActionError::AuditFailed {
+                    message: e.to_string(),
+                    ran: false,
+                });
             }
         }
         if !temp_dirs.is_empty() {
             if let Err(e) = crate::stale_temps::note(&self.ctx.layout, &temp_dirs) {
-                return refused(
+                return not_run(
                     &mut pending_audit,
-                    ToolStatus::Error,
                     format!("cannot note the file operation's directories, so nothing ran: {e:#}"),
                 );
             }
@@ -223,21 +222,15 @@ impl<'a> Session<'a> {
             // The start record is on disk before any retry and before the
             // result is released.
             if let Err(e) = settle(&mut pending_audit) {
-                let ran = e.may_have_run();
-                return (
-                    ToolResult::refused(call_id, ToolStatus::Error, e.to_string()),
-                    None,
-                    ran,
-                );
+                return Err(ActionError::AuditFailed {
+                    ran: e.may_have_run(),
+                    message: e.to_string(),
+                });
             }
             let outcome = match outcome {
                 Ok(o) => o,
                 Err(e) => {
-                    return refused(
-                        &mut pending_audit,
-                        ToolStatus::Error,
-                        format!("cannot run the action: {e:#}"),
-                    )
+                    return not_run(&mut pending_audit, format!("cannot run the action: {e:#}"))
                 }
             };
             let Some((why, delays)) = crate::retry::transient(&outcome) else {
@@ -410,8 +403,51 @@ impl<'a> Session<'a> {
         }
         result.redactions = outcome.redactions.total().min(u64::from(u32::MAX)) as u32;
         redact::redact_tool_result(&redactor, &mut result);
-        let ran = outcome_ran;
-        (result, change, ran)
+        if !outcome_ran {
+            // Confinement or exec failed: the message says at which step.
+            return Err(ActionError::NotRun {
+                message: result.message,
+            });
+        }
+        Ok(Ran { result, change })
+    }
+}
+
+/// An action that ran: what the model is told, and the file it changed.
+pub(super) struct Ran {
+    pub result: ToolResult,
+    pub change: Option<FileChange>,
+}
+
+/// Why an action the session tried to run produced no result of its own.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ActionError {
+    /// The decision gave it nothing to run with.
+    #[error("{message}")]
+    Refused { message: String },
+    /// A step before the run failed (preparing its secrets or directories,
+    /// confining it, starting it): nothing ran.
+    #[error("{message}")]
+    NotRun { message: String },
+    /// The audit log failed; `ran` says whether the action may have run
+    /// (its start record was written but could not be made durable).
+    #[error("{message}")]
+    AuditFailed { message: String, ran: bool },
+}
+
+impl ActionError {
+    /// Whether the action may have run.
+    pub fn ran(&self) -> bool {
+        matches!(self, ActionError::AuditFailed { ran: true, .. })
+    }
+
+    /// What the model is told.
+    pub fn into_result(self, call_id: &str) -> ToolResult {
+        let status = match &self {
+            ActionError::Refused { .. } => ToolStatus::Denied,
+            ActionError::NotRun { .. } | ActionError::AuditFailed { .. } => ToolStatus::Error,
+        };
+        ToolResult::refused(call_id, status, self.to_string())
     }
 }
 

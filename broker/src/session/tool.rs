@@ -178,7 +178,13 @@ impl<'a> Session<'a> {
                     }
                     (out.result, None, out.ran)
                 }
-                _ => self.execute(&call_id, &plan, &decision, start),
+                _ => match self.execute(&call_id, &plan, &decision, start) {
+                    Ok(ran) => (ran.result, ran.change, true),
+                    Err(e) => {
+                        let ran = e.ran();
+                        (e.into_result(&call_id), None, ran)
+                    }
+                },
             };
             action_ran = ran;
             if let Some(c) = change {
