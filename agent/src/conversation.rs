@@ -152,3 +152,49 @@ pub fn render(system: &str, msgs: &[Msg], native: bool) -> Value {
     }
     Value::Array(out)
 }
+
+/// Largest arguments of a call that are not valid JSON kept in the history
+/// as they came.
+const UNPARSED_KEPT: usize = 512;
+
+/// The arguments of a native call as the history keeps them: as sent,
+/// unless they are not valid JSON and long. Those were refused as malformed
+/// (the result says why) and would only fill the context on every later
+/// step; the history keeps an excerpt, as a JSON object a server can render.
+pub fn history_arguments(arguments: &str) -> String {
+    if arguments.len() <= UNPARSED_KEPT || serde_json::from_str::<Value>(arguments).is_ok() {
+        return arguments.to_string();
+    }
+    let mut cut = 200;
+    while !arguments.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    json!({
+        "unparsed_arguments_excerpt": format!("{}…", &arguments[..cut]),
+        "bytes": arguments.len(),
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_unparsable_arguments_are_kept_as_an_excerpt() {
+        let valid = format!("{{\"command\": \"{}\"}}", "x".repeat(4000));
+        assert_eq!(history_arguments(&valid), valid);
+        let short_bad = "{\"command\": \"ls";
+        assert_eq!(history_arguments(short_bad), short_bad);
+        let long_bad = format!("{{\"command\": \"ls\n{}", "é".repeat(3000));
+        let kept = history_arguments(&long_bad);
+        let v: Value = serde_json::from_str(&kept).unwrap();
+        assert_eq!(v["bytes"], long_bad.len());
+        assert!(kept.len() < 600, "{}", kept.len());
+        assert!(v["unparsed_arguments_excerpt"]
+            .as_str()
+            .unwrap()
+            .starts_with("{\"command\": \"ls"));
+    }
+}

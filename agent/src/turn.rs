@@ -271,6 +271,11 @@ impl Session {
                         arguments: k.arguments.clone(),
                     })
                     .collect::<Vec<_>>();
+                // What is run is decided from the arguments as sent; only the
+                // history's copy is shortened.
+                for k in &mut calls {
+                    k.arguments = crate::conversation::history_arguments(&k.arguments);
+                }
                 (pending, Vec::new(), parsed.text.clone(), calls)
             } else {
                 let pending = parsed

@@ -381,6 +381,42 @@ fn malformed_calls_go_back_to_the_model_and_never_run() {
     assert_eq!(rec.outcomes()[0].status, TaskStatus::Done);
 }
 
+/// A long malformed native call is refused as any malformed call, and the
+/// later requests carry an excerpt of its arguments, not all of them: on a
+/// small context those arguments alone could overflow every later step.
+#[test]
+fn a_long_malformed_call_is_kept_in_the_history_as_an_excerpt() {
+    let junk = format!(
+        "{{\"command\": \"cat\", \"args\": [\"\n{}",
+        "report line ".repeat(300)
+    );
+    let broken = http(
+        200,
+        json!({"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[
+        {"id":"call_b","type":"function","function":{"name":"exec","arguments":junk}}]},"finish_reason":"tool_calls"}]}),
+    );
+    let (_, rec) = Fake::new(
+        tasks_setup(vec![task("01.md", "x")]),
+        scripted(vec![
+            broken,
+            calls(&[("call_d", "exec", json!({"command":"uptime","args":["-p"]}))]),
+            done("up"),
+        ]),
+    )
+    .run();
+    assert_eq!(rec.tools().len(), 1, "only the well-formed call ran");
+    let later = rec.chats[1].to_string();
+    assert!(later.contains("malformed tool call"), "{later}");
+    assert!(later.contains("unparsed_arguments_excerpt"), "{later}");
+    assert!(
+        !later.contains(&"report line ".repeat(40)),
+        "the whole malformed arguments are still in the history"
+    );
+    // A well-formed call stays as it was sent.
+    assert!(rec.chats[2].to_string().contains("uptime"));
+    assert_eq!(rec.outcomes()[0].status, TaskStatus::Done);
+}
+
 #[test]
 fn budget_exhaustion_is_incomplete_never_done() {
     let mut s = tasks_setup(vec![task("01.md", "x")]);
