@@ -24,7 +24,7 @@ pub fn display(d: &DownloadPlan) -> String {
     format!(
         "download {} -> {}{check}{}",
         d.url,
-        crate::tools::shell_quote(&d.target.display().to_string()),
+        crate::command_plan::shell_quote(&d.target.display().to_string()),
         if d.overwrite { " (overwrite)" } else { "" }
     )
 }

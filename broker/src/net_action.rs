@@ -207,7 +207,7 @@ pub fn plan(tool: Tool, arguments: &str, cwd: &Path) -> Result<NetPlan, String> 
         NetTool::ProbeHttp { url } => format!("probe_http {url}"),
         NetTool::WebFetch { url } => format!("web_fetch {url}"),
         NetTool::WebSearch { query, .. } => {
-            format!("web_search {}", crate::tools::shell_quote(query))
+            format!("web_search {}", crate::command_plan::shell_quote(query))
         }
         NetTool::CveLookup { query } => match query {
             TrackerQuery::Cve(id) => format!("cve_lookup {id}"),

@@ -9,7 +9,7 @@
 //! else — `nft -f`, a shell around it — runs without it, and a load fails
 //! with EPERM.
 
-use crate::tools;
+use crate::command_plan;
 use std::path::{Path, PathBuf};
 use sysward_ipc::exec::FileOp;
 use sysward_policy::{netfilter, Decision, Verdict};
@@ -20,7 +20,7 @@ use sysward_policy::{netfilter, Decision, Verdict};
 /// directory. None: it keeps no capability.
 pub fn trusted_program(argv0: &str) -> Option<PathBuf> {
     use std::os::unix::fs::MetadataExt;
-    let program = tools::resolve_program(argv0).ok()?;
+    let program = command_plan::resolve_program(argv0).ok()?;
     let real = std::fs::canonicalize(&program).ok()?;
     let name = real.file_name()?.to_str()?;
     if !netfilter::LISTING_PROGRAMS.contains(&name) {

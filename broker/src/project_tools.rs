@@ -11,9 +11,9 @@
 //! and the kernel profile is that verdict's, whatever the manifest claims.
 
 use crate::approvals::{request_key, ApprovalRequest, Approvals};
-use crate::decide::Plan;
+use crate::command_plan::CommandPlan;
+use crate::planner::Plan;
 use crate::skills::{self, Home, Skill, Skills};
-use crate::tools::CommandPlan;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -365,7 +365,7 @@ pub fn register_plan(
     ];
     let display = format!(
         "register_tool {}",
-        crate::tools::shell_quote(&dir.display().to_string())
+        crate::command_plan::shell_quote(&dir.display().to_string())
     );
     let plan = Plan::File {
         tool: "register_tool".to_string(),

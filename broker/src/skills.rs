@@ -426,13 +426,13 @@ pub fn result_text(stdout: &str) -> Result<String, String> {
 /// The plan of a call to `skill`: its executable, run as an argv with the
 /// checked arguments on its standard input, in the broker's working
 /// directory for actions.
-pub fn plan(skill: &Skill, arguments: &str, cwd: &Path) -> Result<crate::decide::Plan, String> {
+pub fn plan(skill: &Skill, arguments: &str, cwd: &Path) -> Result<crate::planner::Plan, String> {
     let stdin = self::arguments(skill, arguments)?;
-    Ok(crate::decide::Plan::Skill {
+    Ok(crate::planner::Plan::Skill {
         tool: skill.tool.name.clone(),
         category: skill.category,
         risk: skill.risk,
-        command: crate::tools::CommandPlan {
+        command: crate::command_plan::CommandPlan {
             argv: vec![skill.executable.display().to_string()],
             env: Vec::new(),
             stdin: Some(stdin),

@@ -20,7 +20,7 @@ mod terminal;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
-use sysward_broker::{audit, control, decide, project, sanitize};
+use sysward_broker::{audit, control, planner, project, sanitize};
 use sysward_ipc::agent::SessionMode;
 
 #[derive(Parser)]
@@ -396,10 +396,10 @@ fn real_main() -> Result<i32> {
                     Vec::new()
                 }
             };
-            let engine = decide::engine_for_layout(&layout, &path, &policy, secret_files)?;
-            let plan = decide::plan_for_explain(&command, shell, &layout.state_dir);
+            let engine = planner::engine_for_layout(&layout, &path, &policy, secret_files)?;
+            let plan = planner::plan_for_explain(&command, shell, &layout.state_dir);
             let limit = sysward_broker::session::CLASSIFY_LIMIT;
-            let decision = decide::decide(&classifier, &engine, &plan, limit).decision;
+            let decision = planner::decide(&classifier, &engine, &plan, limit).decision;
             println!("{}", sysward_policy::explain(&decision));
             Ok(0)
         }

@@ -6,7 +6,7 @@ impl<'a> Session<'a> {
     /// Asks the operator; `Err` carries the result to return instead of running.
     pub(super) fn ask(
         &mut self,
-        plan: &crate::decide::Plan,
+        plan: &crate::planner::Plan,
         decision: &sysward_policy::Decision,
     ) -> Result<String, Box<ToolResult>> {
         if self.pending >= MAX_PENDING_APPROVALS {

@@ -14,7 +14,7 @@ impl<'a> Session<'a> {
             Ok(a) => a,
             Err(e) => return fail(format!("invalid arguments for ask_secret: {e}")),
         };
-        let program = match args.program.as_deref().map(tools::resolve_program) {
+        let program = match args.program.as_deref().map(command_plan::resolve_program) {
             Some(Ok(p)) => Some(p),
             Some(Err(e)) => return fail(e),
             None => None,

@@ -78,7 +78,7 @@ impl<'a> Session<'a> {
     pub(super) fn execute(
         &mut self,
         call_id: &str,
-        plan: &crate::decide::Plan,
+        plan: &crate::planner::Plan,
         decision: &sysward_policy::Decision,
         start_record: serde_json::Value,
     ) -> Result<Ran, ActionError> {
@@ -88,7 +88,7 @@ impl<'a> Session<'a> {
             });
         };
         if let Some(t) = plan.timeout_secs() {
-            profile.timeout_secs = t.min(tools::MAX_TIMEOUT_SECS) as u32;
+            profile.timeout_secs = t.min(command_plan::MAX_TIMEOUT_SECS) as u32;
         }
         // The start record goes to disk first thing: for a command, on the
         // audit thread while the rest is prepared and the command confined
@@ -96,9 +96,9 @@ impl<'a> Session<'a> {
         // so that the outcome record follows it.
         let gated = matches!(
             plan,
-            crate::decide::Plan::Command(_)
-                | crate::decide::Plan::Builtin { .. }
-                | crate::decide::Plan::Skill { .. }
+            crate::planner::Plan::Command(_)
+                | crate::planner::Plan::Builtin { .. }
+                | crate::planner::Plan::Skill { .. }
         )
         .then(|| {
             if profile.changes_nothing() {
@@ -287,11 +287,11 @@ impl<'a> Session<'a> {
         let mut result = ToolResult::message(call_id, ToolStatus::Ok, String::new());
         result.duration_ms = outcome.duration.as_millis() as u64;
         result.stdout = outcome.stdout.text;
-        if matches!(plan, crate::decide::Plan::Builtin { tool, .. } if tool == "read_journal") {
+        if matches!(plan, crate::planner::Plan::Builtin { tool, .. } if tool == "read_journal") {
             result.stdout = crate::journal::format(&result.stdout);
         }
         let skill_output = match plan {
-            crate::decide::Plan::Skill { .. } if outcome.ending == Ending::Exited(0) => {
+            crate::planner::Plan::Skill { .. } if outcome.ending == Ending::Exited(0) => {
                 Some(crate::skills::result_text(&result.stdout))
             }
             _ => None,
@@ -355,7 +355,7 @@ impl<'a> Session<'a> {
                         }
                     }
                     let kept = match plan {
-                        crate::decide::Plan::File { op, .. } => {
+                        crate::planner::Plan::File { op, .. } => {
                             crate::patch_plan::keep(&self.ctx.layout, op, &action_id)
                         }
                         _ => None,

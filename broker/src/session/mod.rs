@@ -11,7 +11,7 @@ use crate::redact;
 use crate::secrets::SessionSecrets;
 use crate::spawn::{self, Account};
 use crate::tasks::TaskRecords;
-use crate::{sanitize, tools};
+use crate::{command_plan, sanitize};
 use anyhow::{Context, Result};
 use serde_json::json;
 use std::collections::HashSet;
@@ -472,7 +472,7 @@ fn session_engine(
     ctx: &BrokerContext,
     project: &Project,
 ) -> Result<Arc<crate::classifier::EngineHandle>> {
-    crate::decide::engine_for_layout(
+    crate::planner::engine_for_layout(
         &ctx.layout,
         &project.agent_md_path,
         &project.policy,

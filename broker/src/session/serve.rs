@@ -91,7 +91,7 @@ impl<'a> Session<'a> {
             return Ok(());
         }
         let loaded = Project::load_policy(&self.ctx.layout).and_then(|(path, policy, _)| {
-            let engine = crate::decide::engine_for_layout(
+            let engine = crate::planner::engine_for_layout(
                 &self.ctx.layout,
                 &path,
                 &policy,

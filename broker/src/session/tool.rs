@@ -17,12 +17,12 @@ impl<'a> Session<'a> {
             None => self
                 .project_tools
                 .plan(&req.tool, &req.arguments, &self.skills)
-                .unwrap_or_else(|| crate::decide::plan(&req, &default_cwd)),
+                .unwrap_or_else(|| crate::planner::plan(&req, &default_cwd)),
         };
         let planned = planned.and_then(|plan| plan.check_secrets(&self.secrets).map(|()| plan));
         let (plan, decision) = match planned {
             Ok(mut plan) => {
-                let classified = crate::decide::decide(
+                let classified = crate::planner::decide(
                     &self.ctx.classifier,
                     &self.engine,
                     &plan,
@@ -50,7 +50,7 @@ impl<'a> Session<'a> {
                     );
                 }
                 let mut decision = classified.decision;
-                if let crate::decide::Plan::File { op, .. } = &mut plan {
+                if let crate::planner::Plan::File { op, .. } = &mut plan {
                     crate::netfilter_check::grant_check_capability(op, &mut decision);
                 }
                 self.op.decided(
@@ -148,7 +148,7 @@ impl<'a> Session<'a> {
         record["approved_by"] = json!(approved_by);
         let mut executed = false;
         let mut action_ran = false;
-        let result = if self.dry_run && !crate::decide::runs_in_dry_run(decision.category) {
+        let result = if self.dry_run && !crate::planner::runs_in_dry_run(decision.category) {
             ToolResult::message(
                 &call_id,
                 ToolStatus::Ok,
@@ -170,7 +170,7 @@ impl<'a> Session<'a> {
             executed = true;
             self.actions += 1;
             let (result, change, ran) = match &plan {
-                crate::decide::Plan::Net(net) => {
+                crate::planner::Plan::Net(net) => {
                     let out = self.execute_net(&call_id, net, &decision, start);
                     record["hops"] = json!(out.hops);
                     if let Some(d) = out.download {
@@ -261,7 +261,7 @@ impl<'a> Session<'a> {
     /// it lets exactly this request (same command, directory and profile) run.
     pub(super) fn approval_key(
         &self,
-        plan: &crate::decide::Plan,
+        plan: &crate::planner::Plan,
         decision: &sysward_policy::Decision,
     ) -> String {
         let profile = decision

@@ -3,7 +3,7 @@
 //! the executor spec built from the plan (never from the request).
 
 use crate::classifier::{Classified, ClassifierPool, EngineHandle};
-use crate::tools::{self, CommandPlan};
+use crate::command_plan::{self, CommandPlan};
 use anyhow::Result;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -59,7 +59,7 @@ pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, 
         ));
     };
     match tool {
-        Tool::Exec | Tool::Shell => Ok(Plan::Command(tools::command_plan(
+        Tool::Exec | Tool::Shell => Ok(Plan::Command(command_plan::command_plan(
             &req.tool,
             &req.arguments,
             default_cwd,
@@ -329,7 +329,7 @@ fn file_plan(tool: &str, arguments: &str, cwd: &Path) -> std::result::Result<Pla
         "{tool} {}",
         targets
             .iter()
-            .map(|t| tools::shell_quote(&t.display().to_string()))
+            .map(|t| command_plan::shell_quote(&t.display().to_string()))
             .collect::<Vec<_>>()
             .join(" ")
     );
@@ -428,7 +428,7 @@ impl Plan {
             Plan::Command(c) => match &c.script {
                 Some(script) => secrets.check_shell(script),
                 None => {
-                    let program = tools::resolve_program(&c.argv[0])
+                    let program = command_plan::resolve_program(&c.argv[0])
                         .unwrap_or_else(|_| PathBuf::from(&c.argv[0]));
                     secrets
                         .check_command(&program, &c.argv, &c.env, c.stdin.as_deref())
@@ -492,9 +492,11 @@ impl Plan {
                         }
                     }
                 }
-                argv[0] = tools::resolve_program(&argv[0])?.display().to_string();
+                argv[0] = command_plan::resolve_program(&argv[0])?
+                    .display()
+                    .to_string();
                 let tmp = profile.scratch_dir.clone();
-                let mut env = tools::action_env(tmp.as_deref());
+                let mut env = command_plan::action_env(tmp.as_deref());
                 env.extend(c.env.iter().cloned());
                 Ok(ExecSpec::Command {
                     id,
@@ -512,7 +514,7 @@ impl Plan {
                 id,
                 op: op.clone(),
                 backup,
-                env: tools::action_env(profile.scratch_dir.as_deref()),
+                env: command_plan::action_env(profile.scratch_dir.as_deref()),
                 profile,
             }),
             Plan::Net(n) => Err(format!(
@@ -532,7 +534,7 @@ const NETFILTER_LIST: &str = "netfilter-list";
 /// shell), with no environment or input of its own, and the program PATH
 /// finds is the root-owned nft or xtables-nft binary in /usr/sbin, not
 /// writable by anyone else. None: it keeps no capability.
-fn netfilter_listing(c: &tools::CommandPlan) -> Option<Vec<String>> {
+fn netfilter_listing(c: &command_plan::CommandPlan) -> Option<Vec<String>> {
     if !c.env.is_empty() || c.stdin.is_some() {
         return None;
     }
@@ -730,8 +732,12 @@ pub fn engine_for_layout(
 mod tests {
     use super::*;
 
-    fn command(argv: &[&str], script: Option<&str>, env: &[(&str, &str)]) -> tools::CommandPlan {
-        tools::CommandPlan {
+    fn command(
+        argv: &[&str],
+        script: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> command_plan::CommandPlan {
+        command_plan::CommandPlan {
             argv: argv.iter().map(|s| s.to_string()).collect(),
             env: env
                 .iter()

@@ -1,6 +1,7 @@
-//! The broker's own tool catalog: what each tool the model may name does, and
-//! the strict decoding of its arguments. Nothing the agent claims about a tool
-//! is used; an unknown tool is refused.
+//! The plan of a command request (`exec`, `shell`): the strict decoding of
+//! its arguments, the checks of its environment and stdin, the program
+//! resolved in the action PATH. Nothing the agent claims about a command is
+//! used beyond these checked fields.
 
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
