@@ -11,6 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
+pub mod daemon;
 pub mod hardening;
 pub mod http_fixture;
 pub use sysward_hostbed as hosts;

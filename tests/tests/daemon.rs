@@ -3,38 +3,31 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
+use sysward_tests::daemon::{connect_raw, TestDaemon};
 use sysward_tests::*;
 
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
+/// The test daemon, with the console commands these tests run against it.
+struct Daemon(TestDaemon);
+
+impl std::ops::Deref for Daemon {
+    type Target = TestDaemon;
+    fn deref(&self) -> &TestDaemon {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut TestDaemon {
+        &mut self.0
+    }
 }
 
 impl Daemon {
     fn start(project: &TestProject, tag: &str) -> Daemon {
-        let dir = PathBuf::from(format!("/run/sysward-test-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let socket = dir.join("control.sock");
-        let child = Command::new(sysward())
-            .args([
-                "broker",
-                "--root",
-                project.dir.to_str().unwrap(),
-                "--socket",
-                socket.to_str().unwrap(),
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        wait_for(Duration::from_secs(15), "the control socket", || {
-            socket.exists().then_some(())
-        });
-        Daemon { child, socket }
+        Daemon(TestDaemon::start(project, tag, true))
     }
 
     fn client(&self, extra: &[&str]) -> Command {
@@ -49,25 +42,6 @@ impl Daemon {
 
     fn alive(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        // SIGTERM first: a clean stop removes the daemon's cgroup directory.
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let deadline = std::time::Instant::now() + Duration::from_secs(12);
-        while std::time::Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(dir) = self.socket.parent() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
     }
 }
 
@@ -420,7 +394,6 @@ fn idle_connections_are_capped_per_user_and_dropped_after_the_handshake_timeout(
     {
         return;
     }
-    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
     ensure_accounts();
     let server = scenario(&done_scenario(2));
     let p = TestProject::new("daemon-caps");
@@ -428,18 +401,7 @@ fn idle_connections_are_capped_per_user_and_dropped_after_the_handshake_timeout(
         .agent_md("EXECUTION_MODE=guarded")
         .write("01-t.md", "# T\nSay done. No action is needed.\n");
     let d = Daemon::start(&p, "caps");
-    let addr = UnixAddr::new(&d.socket).unwrap();
-    let open = || {
-        let fd = socket(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        )
-        .unwrap();
-        connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &addr).unwrap();
-        fd
-    };
+    let open = || connect_raw(&d.socket);
     // Sixteen idle connections from one uid: each holds a slot.
     let idle: Vec<_> = (0..16).map(|_| open()).collect();
     std::thread::sleep(Duration::from_millis(300));

@@ -4,13 +4,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use sysward_ipc::operator::{OperatorAnswer, OperatorRequest, RunOptions};
-use sysward_ipc::Channel;
+use sysward_ipc::operator::{OperatorRequest, RunOptions};
+use sysward_tests::daemon::{connect_greeted, TestDaemon};
 use sysward_tests::*;
 
 fn rss_kib(pid: u32) -> u64 {
@@ -18,34 +16,6 @@ fn rss_kib(pid: u32) -> u64 {
         .and_then(|v| v.split_whitespace().next().map(str::to_string))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
-}
-
-fn connect(path: &std::path::Path) -> (Channel, Channel) {
-    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
-    let fd = socket(
-        AddressFamily::Unix,
-        SockType::SeqPacket,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .unwrap();
-    connect(
-        std::os::fd::AsRawFd::as_raw_fd(&fd),
-        &UnixAddr::new(path).unwrap(),
-    )
-    .unwrap();
-    let writer = Channel::new(fd.try_clone().unwrap());
-    let mut reader = Channel::new(fd);
-    writer
-        .send(&OperatorRequest::Hello {
-            build: sysward_ipc::BUILD_VERSION.to_string(),
-        })
-        .unwrap();
-    assert!(matches!(
-        reader.recv::<OperatorAnswer>().unwrap(),
-        OperatorAnswer::Welcome { .. }
-    ));
-    (writer, reader)
 }
 
 #[test]
@@ -65,22 +35,9 @@ fn a_flood_of_input_is_held_back_and_memory_stays_flat() {
     let p = TestProject::new("daemon-flood");
     p.init_conf(&server, "")
         .agent_md("EXECUTION_MODE=guarded\nDEFAULT_COMMAND_TIMEOUT=600");
-    let dir = PathBuf::from(format!("/run/sysward-test-flood-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let socket = dir.join("control.sock");
-    let mut daemon = Command::new(sysward())
-        .args(["broker", "--root", p.dir.to_str().unwrap(), "--socket"])
-        .arg(&socket)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let daemon_pid = daemon.id();
-    wait_for(Duration::from_secs(15), "the control socket", || {
-        socket.exists().then_some(())
-    });
-    let (writer, _reader) = connect(&socket);
+    let mut daemon = TestDaemon::start(&p, "flood", false);
+    let daemon_pid = daemon.pid();
+    let (writer, _reader) = connect_greeted(&daemon.socket);
     writer
         .send(&OperatorRequest::Cli(RunOptions {
             rerun: false,
@@ -124,28 +81,11 @@ fn a_flood_of_input_is_held_back_and_memory_stays_flat() {
     }
     let after = rss_kib(daemon_pid);
     let held = sent.load(Ordering::SeqCst);
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(daemon_pid as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    );
-    let _ = wait_output_status(&mut daemon);
-    let _ = std::fs::remove_dir_all(&dir);
+    daemon.stop();
     println!("sent {held} of 4000 frames; daemon RSS {before} KiB → {after} KiB");
     assert!(held < 4000, "nothing held the client back");
     assert!(
         after < before + 32 * 1024,
         "the daemon grew from {before} KiB to {after} KiB"
     );
-}
-
-fn wait_output_status(child: &mut std::process::Child) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while Instant::now() < deadline {
-        if let Ok(Some(st)) = child.try_wait() {
-            return Some(st);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    child.wait().ok()
 }

@@ -6,36 +6,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 use sysward_ipc::operator::{OperatorAnswer, OperatorRequest};
 use sysward_ipc::Channel;
+use sysward_tests::daemon::{channels, connect_raw, hello, TestDaemon};
 use sysward_tests::*;
-
-/// A connection to the control socket that has said nothing yet.
-fn raw(path: &Path) -> (Channel, Channel) {
-    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
-    let fd = socket(
-        AddressFamily::Unix,
-        SockType::SeqPacket,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .unwrap();
-    connect(
-        std::os::fd::AsRawFd::as_raw_fd(&fd),
-        &UnixAddr::new(path).unwrap(),
-    )
-    .unwrap();
-    (Channel::new(fd.try_clone().unwrap()), Channel::new(fd))
-}
-
-fn hello() -> OperatorRequest {
-    OperatorRequest::Hello {
-        build: sysward_ipc::BUILD_VERSION.to_string(),
-    }
-}
 
 /// The answers until the daemon closes the connection (at most a few).
 fn answers_until_closed(reader: &mut Channel) -> (Vec<OperatorAnswer>, bool) {
@@ -64,46 +38,6 @@ fn error_text(answers: &[OperatorAnswer]) -> String {
         .join("; ")
 }
 
-struct Daemon {
-    child: Child,
-    dir: PathBuf,
-    socket: PathBuf,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn daemon(project: &TestProject) -> Daemon {
-    let dir = PathBuf::from(format!("/run/sysward-test-opproto-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let socket = dir.join("control.sock");
-    let child = Command::new(sysward())
-        .args([
-            "broker",
-            "--root",
-            project.dir.to_str().unwrap(),
-            "--socket",
-        ])
-        .arg(&socket)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for(Duration::from_secs(15), "the control socket", || {
-        socket.exists().then_some(())
-    });
-    Daemon { child, dir, socket }
-}
-
 #[test]
 fn requests_out_of_turn_or_over_their_cap_end_the_connection_and_legitimate_ones_work() {
     if !require_root("operator_protocol") {
@@ -113,10 +47,10 @@ fn requests_out_of_turn_or_over_their_cap_end_the_connection_and_legitimate_ones
     let server = scenario(r#"{"steps":[{"content":"nothing to do"}]}"#);
     let p = TestProject::new("operator-protocol");
     p.init_conf(&server, "").agent_md("EXECUTION_MODE=guarded");
-    let d = daemon(&p);
+    let d = TestDaemon::start(&p, "opproto", false);
 
     // Legitimate: Hello, then the approvals listing.
-    let (w, mut r) = raw(&d.socket);
+    let (w, mut r) = channels(connect_raw(&d.socket));
     w.send(&hello()).unwrap();
     w.send(&OperatorRequest::ListApprovals).unwrap();
     let (answers, _) = answers_until_closed(&mut r);
@@ -127,7 +61,7 @@ fn requests_out_of_turn_or_over_their_cap_end_the_connection_and_legitimate_ones
     );
 
     // Anything before Hello.
-    let (w, mut r) = raw(&d.socket);
+    let (w, mut r) = channels(connect_raw(&d.socket));
     w.send(&OperatorRequest::ListApprovals).unwrap();
     let (answers, closed) = answers_until_closed(&mut r);
     assert!(
@@ -136,7 +70,7 @@ fn requests_out_of_turn_or_over_their_cap_end_the_connection_and_legitimate_ones
     );
 
     // A session's request as the opening one.
-    let (w, mut r) = raw(&d.socket);
+    let (w, mut r) = channels(connect_raw(&d.socket));
     w.send(&hello()).unwrap();
     w.send(&OperatorRequest::Input("rm -rf /".into())).unwrap();
     let (answers, closed) = answers_until_closed(&mut r);
@@ -148,7 +82,7 @@ fn requests_out_of_turn_or_over_their_cap_end_the_connection_and_legitimate_ones
     );
 
     // A second Hello is not an opening request either.
-    let (w, mut r) = raw(&d.socket);
+    let (w, mut r) = channels(connect_raw(&d.socket));
     w.send(&hello()).unwrap();
     w.send(&hello()).unwrap();
     let (answers, closed) = answers_until_closed(&mut r);
@@ -159,7 +93,7 @@ fn requests_out_of_turn_or_over_their_cap_end_the_connection_and_legitimate_ones
 
     // A Hello over its kind's cap (1 KiB), though under the protocol's
     // 64 KiB: refused from the header, no answer.
-    let (w, mut r) = raw(&d.socket);
+    let (w, mut r) = channels(connect_raw(&d.socket));
     w.send(&OperatorRequest::Hello {
         build: "x".repeat(8 << 10),
     })
@@ -171,7 +105,7 @@ fn requests_out_of_turn_or_over_their_cap_end_the_connection_and_legitimate_ones
     );
 
     // The daemon still serves the legitimate request after all of that.
-    let (w, mut r) = raw(&d.socket);
+    let (w, mut r) = channels(connect_raw(&d.socket));
     w.send(&hello()).unwrap();
     w.send(&OperatorRequest::ListApprovals).unwrap();
     let (answers, _) = answers_until_closed(&mut r);
