@@ -423,7 +423,6 @@ pub const fn agent_request_cap(kind: u16) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::Message;
 
     #[test]
     fn each_request_kind_constant_names_its_variant() {
@@ -439,13 +438,6 @@ mod tests {
             (k::TASK_FINISHED, "TaskFinished"),
             (k::SHUTDOWN, "Shutdown"),
         ];
-        for (kind, name) in pinned {
-            assert_eq!(AgentRequest::kind_name(kind), Some(name));
-        }
-        // No kind beyond the pinned ones exists.
-        let known = (0..=u16::MAX)
-            .filter(|kind| AgentRequest::kind_name(*kind).is_some())
-            .count();
-        assert_eq!(known, pinned.len());
+        crate::codec::assert_kinds_pinned::<AgentRequest>(&pinned);
     }
 }

@@ -146,6 +146,19 @@ pub fn decode_limited<T: DeserializeOwned, const LIMIT: usize>(
     Ok(value)
 }
 
+/// Test helper: each kind constant of `pinned` names its variant, and no
+/// other kind exists.
+#[cfg(test)]
+pub(crate) fn assert_kinds_pinned<M: Message>(pinned: &[(u16, &str)]) {
+    for (kind, name) in pinned {
+        assert_eq!(M::kind_name(*kind), Some(*name), "kind {kind}");
+    }
+    let known = (0..=u16::MAX)
+        .filter(|kind| M::kind_name(*kind).is_some())
+        .count();
+    assert_eq!(known, pinned.len(), "{} has kinds not pinned", M::NAME);
+}
+
 /// Implements [`Message`] for an enum: `impl_message!(Type, "name", MAX, { Variant = kind, ... })`.
 /// Kinds are explicit so that reordering variants can never silently renumber them.
 #[macro_export]

@@ -174,7 +174,6 @@ impl_message!(OperatorAnswer, "operator answer", OPERATOR_ANSWER_MAX, {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::Message;
 
     #[test]
     fn each_request_kind_constant_names_its_variant() {
@@ -191,12 +190,6 @@ mod tests {
             (k::DECIDE, "Decide"),
             (k::LIST_APPROVALS, "ListApprovals"),
         ];
-        for (kind, name) in pinned {
-            assert_eq!(OperatorRequest::kind_name(kind), Some(name));
-        }
-        let known = (0..=u16::MAX)
-            .filter(|kind| OperatorRequest::kind_name(*kind).is_some())
-            .count();
-        assert_eq!(known, pinned.len());
+        crate::codec::assert_kinds_pinned::<OperatorRequest>(&pinned);
     }
 }
