@@ -5,10 +5,12 @@
 //! approved the exact bytes of its manifest and its script (`sysward approve
 //! ID`; the approval's key is their SHA-256): any later change to either
 //! file makes it unapproved again. Its manifest's category and risk are
-//! shown to that person but decide nothing: a call is decided by the
-//! classifier as the command it is (the script run as a program in the
-//! project, its arguments on stdin), so an unknown program is asked about
-//! and the kernel profile is that verdict's, whatever the manifest claims.
+//! shown to that person and approved with the bytes: a read-only or network
+//! tool is then decided and confined as a skill pack of that category (the
+//! kernel holds the script to it); any other is decided by the classifier
+//! as the command it is (the script run as a program in the project, its
+//! arguments on stdin), an unknown program, since no profile can say what
+//! it may write.
 
 use crate::approvals::{request_key, ApprovalRequest, Approvals};
 use crate::command_plan::CommandPlan;
@@ -130,9 +132,26 @@ impl ProjectTool {
         }
     }
 
-    /// The plan of a call: the script run as a program in the project, the
-    /// checked arguments on its standard input, decided as that command.
+    /// True when a call is decided as a skill pack's is: the approved
+    /// manifest says read-only or network, and the kernel holds the script
+    /// to that (no write outside the action's scratch directory; network
+    /// only as a network action).
+    pub fn decided_as_skill(&self) -> bool {
+        matches!(
+            self.skill.category,
+            sysward_policy::Category::ReadOnly | sysward_policy::Category::Network
+        )
+    }
+
+    /// The plan of a call, the checked arguments on the script's standard
+    /// input. A read-only or network tool is planned as a skill pack (a
+    /// person approved these bytes, the category with them); any other is
+    /// the script run as a program in the project, decided as that command
+    /// (an unknown program), since no profile can say what it may write.
     pub fn plan(&self, arguments: &str, project: &Path) -> Result<Plan, String> {
+        if self.decided_as_skill() {
+            return skills::plan(&self.skill, arguments, project);
+        }
         let stdin = skills::arguments(&self.skill, arguments)?;
         Ok(Plan::Command(CommandPlan {
             argv: vec![self.skill.executable.display().to_string()],
@@ -475,6 +494,14 @@ impl SessionTools {
     /// True when `name` is an approved project tool (its output is JSON).
     pub fn is_offered(&self, name: &str) -> bool {
         self.approved.iter().any(|t| t.skill.tool.name == name)
+    }
+
+    /// True when `name` is an approved project tool run as a program (not
+    /// as a skill pack, whose JSON output the action stage reads).
+    pub fn runs_as_command(&self, name: &str) -> bool {
+        self.approved
+            .iter()
+            .any(|t| t.skill.tool.name == name && !t.decided_as_skill())
     }
 
     /// The plan of a call of `register_tool` or of a project tool; None

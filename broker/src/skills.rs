@@ -197,8 +197,9 @@ pub enum Home {
     /// The operator's skill packs: decided by the manifest's category and
     /// risk, so only read-only or network.
     Packs,
-    /// A project tool (`PROJECT/tools/NAME/`): the manifest's category and
-    /// risk are shown to a person but decide nothing, so any is accepted.
+    /// A project tool (`PROJECT/tools/NAME/`): any category is accepted; a
+    /// person approves it with the bytes, and only read-only and network
+    /// decide a call as a pack's (any other is run as an unknown program).
     Project,
 }
 

@@ -95,6 +95,7 @@ fn a_registered_tool_runs_only_once_a_person_approved_its_exact_bytes() {
             register("../escape", "read-only", "low", LEGIT),
             register("a/b", "read-only", "low", LEGIT),
             register("-x", "read-only", "low", LEGIT),
+            register("host_touch", "write", "medium", LEGIT),
         ],
         POLICY,
         "Make a host name tool.",
@@ -167,7 +168,7 @@ fn a_registered_tool_runs_only_once_a_person_approved_its_exact_bytes() {
     let waiting = pending(&project);
     let listing = serde_json::Value::Array(waiting.clone()).to_string();
     c.check(
-        waiting.len() == 2 && listing.contains("wc -w") && listing.contains("\\\"executable\\\""),
+        waiting.len() == 3 && listing.contains("wc -w") && listing.contains("\\\"executable\\\""),
         "the approvals listing shows the manifest and the script",
         &listing,
     );
@@ -223,8 +224,8 @@ fn a_registered_tool_runs_only_once_a_person_approved_its_exact_bytes() {
         .map(|r| &r["event"])
         .find(|e| e["event"] == "tool" && e["project_tool"] == "host_report");
     c.check(
-        run_record.is_some_and(|e| e["category"] == "unknown" && e["tool"] == "exec"),
-        "the call is decided as the command it is (unknown), not as the manifest claims",
+        run_record.is_some_and(|e| e["category"] == "read-only" && e["tool"] == "host_report"),
+        "a tool approved as read-only is decided as that (the kernel holds it to it)",
         &format!("{run_record:?}"),
     );
 
@@ -255,18 +256,41 @@ fn a_registered_tool_runs_only_once_a_person_approved_its_exact_bytes() {
         "",
     );
 
-    // In strict approval mode the approved tool, an unknown program, is
-    // asked about at each call (unattended: it waits, and does not run).
+    // In strict approval mode an approved read-only tool runs unasked, as
+    // any read-only action, and still writes nothing outside; a tool
+    // approved as a write is an unknown program, asked about at each call
+    // (unattended: it waits, and does not run).
     let strict = run_scripted(
         &project,
-        vec![tool_call("host_report", serde_json::json!({}))],
+        vec![
+            tool_call("host_report", serde_json::json!({})),
+            tool_call("host_touch", serde_json::json!({})),
+        ],
         "EXECUTION_MODE=privileged\nAPPROVAL_MODE=strict\nALLOW_SELF_TOOL_CREATION=true\nMAX_STEPS=10",
         "Use the report tool.",
     );
     c.check(
-        strict.results[0].contains("approval required") && !outside.exists(),
-        "unknown means ask: in strict mode a call of an approved tool is asked about",
+        strict.results[0].contains("\"wrote_outside\": false") && !outside.exists(),
+        "in strict mode an approved read-only tool runs without asking, and writes nothing outside",
         &strict.results[0],
+    );
+    c.check(
+        strict.results[1].contains("approval required"),
+        "unknown means ask: in strict mode a call of a tool approved as a write is asked about",
+        &strict.results[1],
+    );
+    // With the default modes (guarded, strict) the approved read-only tool
+    // still runs: a person approved it.
+    let defaults = run_scripted(
+        &project,
+        vec![tool_call("host_report", serde_json::json!({}))],
+        "ALLOW_SELF_TOOL_CREATION=true\nMAX_STEPS=10",
+        "Use the report tool.",
+    );
+    c.check(
+        defaults.results[0].contains("\"wrote_outside\": false") && !outside.exists(),
+        "with the default modes an approved read-only tool runs",
+        &defaults.results[0],
     );
     let _ = std::fs::remove_file(&outside);
 }

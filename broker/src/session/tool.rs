@@ -244,7 +244,7 @@ impl<'a> Session<'a> {
                 json!({"event": "project_tool_registered", "session": self.id, "note": note}),
             );
             result.message = format!("{}\n{note}", result.message);
-        } else if self.project_tools.is_offered(&req.tool) {
+        } else if self.project_tools.runs_as_command(&req.tool) {
             match crate::skills::result_text(&result.stdout) {
                 Ok(text) => result.stdout = text,
                 Err(why) => {
