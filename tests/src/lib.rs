@@ -206,10 +206,28 @@ pub fn run_scripted(
     policy: &str,
     task: &str,
 ) -> ScriptedRun {
+    run_scripted_with(project, steps, policy, task, 60, "")
+}
+
+/// [`run_scripted`] with init.conf's REQUEST_TIMEOUT and extra lines.
+pub fn run_scripted_with(
+    project: &TestProject,
+    steps: Vec<serde_json::Value>,
+    policy: &str,
+    task: &str,
+    request_timeout: u32,
+    init_extra: &str,
+) -> ScriptedRun {
     let n = steps.len();
     let server = scripted(steps);
     project
-        .init_conf_with_timeout(&server, 60)
+        .write(
+            "init.conf",
+            &format!(
+                "API_URL={}\nAPI_KEY=sk-test-0123456789abcdef\nMODEL=scripted\nREQUEST_TIMEOUT={request_timeout}\n{init_extra}\n",
+                server.base_url()
+            ),
+        )
         .agent_md(policy)
         .write("01-t.md", &format!("# T\n{task}\n"));
     let output = run_sysward(

@@ -162,28 +162,8 @@ fn tls_server(config: Arc<rustls::ServerConfig>, plain_port: u16) -> u16 {
 /// downloads directory holds afterwards.
 fn run(name: &str, policy: &str, steps: Vec<serde_json::Value>) -> (Vec<String>, Vec<String>) {
     ensure_accounts();
-    let n = steps.len();
-    let mut script = steps;
-    script.push(serde_json::json!({"content":"done\nTASK_STATUS: DONE"}));
-    let server = scenario(&serde_json::json!({ "steps": script }).to_string());
     let p = TestProject::new(name);
-    p.init_conf(&server, "")
-        .agent_md(policy)
-        .write("01-t.md", "# T\nCheck the site.\n");
-    let out = run_sysward(
-        &["run", "--root", p.dir.to_str().unwrap(), "--json"],
-        Duration::from_secs(120),
-    );
-    let results: Vec<String> = (0..n)
-        .map(|i| {
-            server
-                .chat_requests()
-                .get(i + 1)
-                .and_then(|c| c.messages().last().cloned())
-                .map(|m| sysward_scripted_model::message_text(&m))
-                .unwrap_or_else(|| format!("no result for step {i}: {}", describe(&out)))
-        })
-        .collect();
+    let run = run_scripted_with(&p, steps, policy, "Check the site.", 20, "");
     let mut downloads: Vec<String> = std::fs::read_dir(p.path(".agent/downloads"))
         .map(|d| {
             d.filter_map(Result::ok)
@@ -192,7 +172,7 @@ fn run(name: &str, policy: &str, steps: Vec<serde_json::Value>) -> (Vec<String>,
         })
         .unwrap_or_default();
     downloads.sort();
-    (results, downloads)
+    (run.results, downloads)
 }
 
 #[test]

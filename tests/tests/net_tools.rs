@@ -155,15 +155,6 @@ fn secret_site(_path: &str, _port: u16, _other: u16) -> Reply {
     ok("text/plain", "SECRET-INTERNAL-SERVICE")
 }
 
-fn result_of(server: &Handle, i: usize) -> String {
-    server
-        .chat_requests()
-        .get(i + 1)
-        .and_then(|c| c.messages().last().cloned())
-        .map(|m| sysward_scripted_model::message_text(&m))
-        .unwrap_or_else(|| format!("no result for step {i}"))
-}
-
 /// Runs the steps as one task; returns each step's result and the audit.
 fn run_steps(
     name: &str,
@@ -172,26 +163,9 @@ fn run_steps(
     steps: Vec<serde_json::Value>,
 ) -> (Vec<String>, Vec<serde_json::Value>) {
     ensure_accounts();
-    let n = steps.len();
-    let mut script = steps;
-    script.push(serde_json::json!({"content":"done\nTASK_STATUS: DONE"}));
-    let server = scenario(&serde_json::json!({ "steps": script }).to_string());
     let p = TestProject::new(name);
-    p.init_conf(&server, extra_init)
-        .agent_md(policy)
-        .write("01-t.md", "# T\nLook things up.\n");
-    let out = run_sysward(
-        &["run", "--root", p.dir.to_str().unwrap(), "--json"],
-        Duration::from_secs(240),
-    );
-    let results: Vec<String> = (0..n).map(|i| result_of(&server, i)).collect();
-    let records = audit_records(&p);
-    assert!(
-        results.iter().all(|r| !r.starts_with("no result")),
-        "{}\n{results:#?}",
-        describe(&out)
-    );
-    (results, records)
+    let run = run_scripted_with(&p, steps, policy, "Look things up.", 20, extra_init);
+    (run.results, audit_records(&p))
 }
 
 fn net_binary_built() -> bool {
