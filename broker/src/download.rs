@@ -174,9 +174,12 @@ fn normalize(p: &Path) -> Result<PathBuf, String> {
 }
 
 /// The directory a download is written in, opened without following a
-/// symlink at its last component; the default downloads directory is made
-/// (0700) when missing.
+/// symlink in any component of its path (the policy decided on the real
+/// path; a path through a symlink, or one swapped for a symlink since the
+/// decision, is refused); the default downloads directory is made (0700)
+/// when missing.
 pub fn open_dir(plan: &DownloadPlan, state_dir: &Path) -> Result<(OwnedFd, String), String> {
+    use nix::fcntl::{openat2, OpenHow, ResolveFlag, AT_FDCWD};
     let dir = plan
         .target
         .parent()
@@ -184,12 +187,16 @@ pub fn open_dir(plan: &DownloadPlan, state_dir: &Path) -> Result<(OwnedFd, Strin
     if dir == state_dir.join(DOWNLOADS_DIR) {
         crate::project::ensure_private_dir(dir).map_err(|e| format!("{e:#}"))?;
     }
-    let fd = nix::fcntl::open(
-        dir,
-        OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_RDONLY,
-        Mode::empty(),
-    )
-    .map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_RDONLY)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let fd = openat2(AT_FDCWD, dir, how).map_err(|e| match e {
+        nix::errno::Errno::ELOOP => format!(
+            "download: the path of {} goes through a symlink; name the directory by its real path (realpath)",
+            dir.display()
+        ),
+        e => format!("cannot open {}: {e}", dir.display()),
+    })?;
     let name = plan
         .target
         .file_name()

@@ -235,10 +235,17 @@ fn downloads_are_verified_placed_atomically_and_every_refusal_leaves_nothing() {
             ),
             // 17: a 404 keeps nothing.
             dl(serde_json::json!({"url": format!("{base}/missing.bin")})),
+            // 18: into a project directory named through a symlink earlier
+            // in its path (linked -> fetched): the broker opens no path
+            // through a symlink (16 is the same download by the real path).
+            dl(
+                serde_json::json!({"url": format!("{base}/moved.bin"), "path": "linked/sub/again.bin", "sha256": sha256(&pkg_body())}),
+            ),
         ];
         let n = steps.len();
         let p = TestProject::new("downloads");
-        std::fs::create_dir_all(p.path("fetched")).unwrap();
+        std::fs::create_dir_all(p.path("fetched/sub")).unwrap();
+        std::os::unix::fs::symlink(p.path("fetched"), p.path("linked")).unwrap();
         let run = run_scripted(&p, steps, &policy, "Download things.");
         let r = &run.results;
         let records = audit_records(&p);
@@ -342,6 +349,11 @@ fn downloads_are_verified_placed_atomically_and_every_refusal_leaves_nothing() {
             "fetched/moved.bin",
         );
         c.check(r[17].contains("HTTP 404"), "a 404 keeps nothing", &r[17]);
+        c.check(
+            r[18].contains("goes through a symlink") && !p.path("fetched/sub/again.bin").exists(),
+            "a target directory named through a symlink is refused and nothing is written",
+            &r[18],
+        );
         let files = listing(&p);
         let backups = files
             .iter()
@@ -398,8 +410,8 @@ fn downloads_are_verified_placed_atomically_and_every_refusal_leaves_nothing() {
             .filter(|t| t["download"].is_object())
             .count();
         c.check(
-            executed == 15,
-            "each executed download's row carries its outcome (15 of 16; the outside one was denied)",
+            executed == 16,
+            "each executed download's row carries its outcome (16 of 17; the outside one was denied)",
             &format!("{downloads:#?}"),
         );
         let first = tool_event(&records, "tool.tar.gz sha256=");
