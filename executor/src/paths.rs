@@ -181,7 +181,13 @@ pub fn parent(p: &str) -> Result<Parent, String> {
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("/"));
     let fd = openat2_nofollow(libc::AT_FDCWD, &dir, libc::O_PATH | libc::O_DIRECTORY, 0)
-        .map_err(|e| explain(&dir, &e))?;
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOENT) => format!(
+                "{}: the directory does not exist; create it first (mkdir, which makes missing parents too)",
+                dir.display()
+            ),
+            _ => explain(&dir, &e),
+        })?;
     Ok(Parent {
         fd,
         dir,

@@ -22,11 +22,14 @@ fn s(p: &Path) -> String {
     p.to_string_lossy().to_string()
 }
 
-/// The closest existing ancestor (the broker knows; lexically the path itself).
+/// The closest existing ancestor (the broker knows; lexically the path
+/// itself): Landlock grants rights beneath an existing directory only, so a
+/// tree that does not exist yet (`mkdir -p /var/tmp/a/b/c`) is granted at the
+/// deepest directory of its path that does.
 fn existing_dir(p: &Path, facts: &dyn PathFacts) -> PathBuf {
     let mut cur = p.to_path_buf();
     for _ in 0..64 {
-        if facts.real_path(&cur).is_some() {
+        if facts.exists(&cur) {
             return cur;
         }
         match cur.parent() {

@@ -178,7 +178,10 @@ fn run_layout(test: &str, project: &Path) {
         .parent()
         .unwrap()
         .join(format!("sysward-effects-beside-{pid}"));
-    for p in [&etc_dir, &var_lib] {
+    // Trees of which nothing exists yet, several levels deep.
+    let var_tmp_tree = format!("/var/tmp/sysward-effects-tree-{pid}");
+    let var_lib_tree = format!("/var/lib/sysward-effects-tree-{pid}");
+    for p in [&etc_dir, &var_lib, &var_tmp_tree, &var_lib_tree] {
         restore.paths.push(PathBuf::from(p));
     }
     restore.paths.push(beside.clone());
@@ -234,6 +237,9 @@ fn run_layout(test: &str, project: &Path) {
         ("ip -br link", shell("ip -br link")),
         ("another user's 0700 directory", shell(&format!("cat {}/.ssh/authorized_keys", home.display()))),
         ("ln -sf over a link in /etc", shell(&format!("ln -sf /etc/hostname {etc_link}"))),
+        ("mkdir -p of a new tree in /var/tmp and a file in it", shell(&format!("mkdir -p {var_tmp_tree}/a/b && echo deep > {var_tmp_tree}/a/b/f"))),
+        ("the mkdir tool, a new tree in /var/lib", tool("mkdir", serde_json::json!({"path": format!("{var_lib_tree}/x/y")}))),
+        ("write_file into the new tree", tool("write_file", serde_json::json!({"path": format!("{var_lib_tree}/x/y/z.conf"), "content": "deep=1\n"}))),
     ];
     if let Some(line) = &login_line {
         steps.push(("edit_file /etc/login.defs", tool("edit_file", serde_json::json!({"path":"/etc/login.defs","old_text":line,"new_text":"PASS_WARN_AGE\t9"}))));
@@ -367,7 +373,30 @@ fn run_layout(test: &str, project: &Path) {
         "ln -sf replaces a link in /etc (the file it pointed at is untouched)",
         11,
     );
-    let mut next = 12;
+    check(
+        ok(12)
+            && std::fs::read_to_string(format!("{var_tmp_tree}/a/b/f"))
+                .ok()
+                .as_deref()
+                == Some("deep\n"),
+        "mkdir -p of a tree of which nothing exists, and a file in it",
+        12,
+    );
+    check(
+        ok(13) && Path::new(&format!("{var_lib_tree}/x/y")).is_dir(),
+        "the mkdir tool makes a new tree with its missing parents",
+        13,
+    );
+    check(
+        ok(14)
+            && std::fs::read_to_string(format!("{var_lib_tree}/x/y/z.conf"))
+                .ok()
+                .as_deref()
+                == Some("deep=1\n"),
+        "write_file into the new tree",
+        14,
+    );
+    let mut next = 15;
     if login_line.is_some() {
         let defs = std::fs::read_to_string("/etc/login.defs").unwrap_or_default();
         check(
