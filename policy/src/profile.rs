@@ -120,8 +120,14 @@ pub fn build(
                 caps.push((*c).to_string());
             }
         }
-        if e.category == Category::Write && !e.writes.is_empty() {
-            let outside = e.writes.iter().any(|(t, _)| !inside_workspace(t, facts));
+        // A write or a removal outside the project keeps the DAC
+        // capabilities root needs there: replacing or removing a file in a
+        // directory another user owns (0700, or sticky as /tmp is).
+        let changes_files =
+            (e.category == Category::Write && !e.writes.is_empty()) || !e.deletes.is_empty();
+        if changes_files {
+            let outside = e.writes.iter().any(|(t, _)| !inside_workspace(t, facts))
+                || e.deletes.iter().any(|t| !inside_workspace(t, facts));
             if outside {
                 for c in WRITE_CAPS {
                     if !caps.iter().any(|x| x == c) {

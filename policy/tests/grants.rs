@@ -174,3 +174,39 @@ fn a_tree_that_does_not_exist_yet_is_granted_at_its_deepest_existing_directory()
         );
     }
 }
+
+/// Removing another user's files outside the project needs what replacing
+/// them needs: root without CAP_DAC_OVERRIDE cannot unlink in a 0700
+/// directory it does not own, nor without CAP_FOWNER in a sticky one.
+#[test]
+fn a_removal_outside_the_project_keeps_the_dac_capabilities() {
+    let e = engine();
+    for script in [
+        "rm -rf /var/tmp/app",
+        "rm /tmp/report.txt",
+        "rmdir /opt/app/old",
+    ] {
+        let d = e.decide(
+            &Request::Shell {
+                script,
+                cwd: Path::new("/srv/agent/work"),
+            },
+            &LexicalPaths,
+        );
+        assert!(!d.verdict.is_deny(), "{script}: denied: {d:?}");
+        let p = d.profile.expect("an allowed command has a profile");
+        for cap in ["CAP_DAC_OVERRIDE", "CAP_FOWNER"] {
+            assert!(p.capabilities.iter().any(|c| c == cap), "{script}: no {cap}: {p}");
+        }
+    }
+    // Inside the project root owns what it removes: nothing more is kept.
+    let d = e.decide(
+        &Request::Shell {
+            script: "rm -rf /srv/agent/work/build",
+            cwd: Path::new("/srv/agent/work"),
+        },
+        &LexicalPaths,
+    );
+    let p = d.profile.expect("an allowed command has a profile");
+    assert!(!p.capabilities.iter().any(|c| c == "CAP_DAC_OVERRIDE"), "{p}");
+}

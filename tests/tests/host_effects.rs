@@ -240,6 +240,7 @@ fn run_layout(test: &str, project: &Path) {
         ("mkdir -p of a new tree in /var/tmp and a file in it", shell(&format!("mkdir -p {var_tmp_tree}/a/b && echo deep > {var_tmp_tree}/a/b/f"))),
         ("the mkdir tool, a new tree in /var/lib", tool("mkdir", serde_json::json!({"path": format!("{var_lib_tree}/x/y")}))),
         ("write_file into the new tree", tool("write_file", serde_json::json!({"path": format!("{var_lib_tree}/x/y/z.conf"), "content": "deep=1\n"}))),
+        ("rm -rf of another user's 0700 directory", shell(&format!("rm -rf {}", home.display()))),
     ];
     if let Some(line) = &login_line {
         steps.push(("edit_file /etc/login.defs", tool("edit_file", serde_json::json!({"path":"/etc/login.defs","old_text":line,"new_text":"PASS_WARN_AGE\t9"}))));
@@ -396,7 +397,12 @@ fn run_layout(test: &str, project: &Path) {
         "write_file into the new tree",
         14,
     );
-    let mut next = 15;
+    check(
+        ok(15) && !home.exists(),
+        "rm -rf of a tree holding another user's 0700 directory",
+        15,
+    );
+    let mut next = 16;
     if login_line.is_some() {
         let defs = std::fs::read_to_string("/etc/login.defs").unwrap_or_default();
         check(
