@@ -134,6 +134,8 @@ fn binaries() -> Row {
         "sysward-agent",
         "sysward-exec",
         "sysward-gateway",
+        "sysward-classify",
+        "sysward-net",
     ] {
         if let Err(e) = sysward_broker::spawn::sibling(b) {
             problems.push(format!("{e:#}"));
@@ -143,7 +145,7 @@ fn binaries() -> Row {
         row(
             "binaries",
             true,
-            "agent, executor and gateway installed beside sysward, root-owned",
+            "agent, executor, gateway, classifier and network executor installed beside sysward, root-owned",
             "",
         )
     } else {
@@ -151,7 +153,7 @@ fn binaries() -> Row {
             "binaries",
             false,
             problems.join("; "),
-            "install all four sysward binaries in one root-owned directory",
+            "install all of sysward's binaries in one root-owned directory (reinstall the package)",
         )
     }
 }

@@ -196,7 +196,10 @@ fn a_removal_outside_the_project_keeps_the_dac_capabilities() {
         assert!(!d.verdict.is_deny(), "{script}: denied: {d:?}");
         let p = d.profile.expect("an allowed command has a profile");
         for cap in ["CAP_DAC_OVERRIDE", "CAP_FOWNER"] {
-            assert!(p.capabilities.iter().any(|c| c == cap), "{script}: no {cap}: {p}");
+            assert!(
+                p.capabilities.iter().any(|c| c == cap),
+                "{script}: no {cap}: {p}"
+            );
         }
     }
     // Inside the project root owns what it removes: nothing more is kept.
@@ -208,5 +211,8 @@ fn a_removal_outside_the_project_keeps_the_dac_capabilities() {
         &LexicalPaths,
     );
     let p = d.profile.expect("an allowed command has a profile");
-    assert!(!p.capabilities.iter().any(|c| c == "CAP_DAC_OVERRIDE"), "{p}");
+    assert!(
+        !p.capabilities.iter().any(|c| c == "CAP_DAC_OVERRIDE"),
+        "{p}"
+    );
 }

@@ -78,6 +78,15 @@ fn init_doctor_and_a_first_task() {
             .clone()
     };
     assert_eq!(check("configuration")["ok"], true, "{report}");
+    // Every binary a session starts is found beside the console.
+    let binaries = check("binaries");
+    assert!(
+        binaries["ok"] == true
+            && binaries["state"]
+                .as_str()
+                .is_some_and(|s| s.contains("classifier and network executor")),
+        "{report}"
+    );
     // An unreadable task beside the example: skipped by name, the rest runs.
     std::fs::write(dir.join("02-broken.md"), [0xffu8, 0xfe, 0x00, 0x41]).unwrap();
     let run = run_sysward(&["run", "--root", d], Duration::from_secs(60));
