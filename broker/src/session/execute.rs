@@ -1,4 +1,5 @@
-//! Running an approved action: its start record, the confined run, its outcome record.
+//! Running an approved action: its start record, the confined run, its
+//! outcome record.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! The agent protocol's serve loop: each request kind checked against the dispatch table from its header, then handed to its handler.
+//! The agent protocol's serve loop: each request kind checked against the
+//! dispatch table from its header, then handed to its handler.
 
 use super::dispatch::{self, Flow};
 use super::*;

@@ -1,4 +1,5 @@
-//! Starting a session: the agent, its gateway and the handshake; the summary at its end.
+//! Starting a session: the agent, its gateway and the handshake; the summary
+//! at its end.
 
 use super::dispatch::{self, Flow};
 use super::*;
