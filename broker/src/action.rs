@@ -203,6 +203,16 @@ impl Runner {
             sysward_sandbox::profile_rules::prebuild_ruleset(profile, &self.protected)
                 .map_err(|e| format!("confinement failed at landlock: {e}; nothing ran"))?,
         );
+        // A write grant of a directory not created yet is placed on its
+        // deepest existing ancestor: once the action creates it, a fresh
+        // build grants less, so such a ruleset is not kept.
+        let grants_exist = profile
+            .write_paths
+            .iter()
+            .all(|w| std::fs::symlink_metadata(w).is_ok());
+        if !grants_exist {
+            return Ok(fd);
+        }
         if cache.len() >= RULESET_CACHE_MAX {
             cache.clear();
         }

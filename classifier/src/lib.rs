@@ -55,10 +55,6 @@ impl PathFacts for HostPaths {
         let parent = std::fs::canonicalize(p.parent()?).ok()?;
         Some(parent.join(p.file_name()?))
     }
-
-    fn exists(&self, p: &Path) -> bool {
-        std::fs::metadata(p).is_ok()
-    }
 }
 
 /// The engines the helper decides with, by the broker's id.

@@ -55,14 +55,8 @@ impl HostFacts {
 /// `/etc` counts as `/etc`.
 pub trait PathFacts: Sync {
     /// The canonical real path of `p` (absolute, normalized), or None when it
-    /// cannot be resolved. A path that does not exist yet may be resolved
-    /// through its parent (it is judged where it would be created).
+    /// does not exist or cannot be resolved.
     fn real_path(&self, p: &Path) -> Option<PathBuf>;
-
-    /// Whether `p` exists (a directory a Landlock rule can be placed on).
-    fn exists(&self, p: &Path) -> bool {
-        self.real_path(p).is_some()
-    }
 }
 
 /// For tests and `policy explain` without a host: every path is its own real path.

@@ -22,14 +22,15 @@ fn s(p: &Path) -> String {
     p.to_string_lossy().to_string()
 }
 
-/// The closest existing ancestor (the broker knows; lexically the path
-/// itself): Landlock grants rights beneath an existing directory only, so a
-/// tree that does not exist yet (`mkdir -p /var/tmp/a/b/c`) is granted at the
-/// deepest directory of its path that does.
+/// The closest ancestor the broker can resolve (lexically the path itself).
+/// A directory that does not exist yet stays named as it is, so that a
+/// request's profile (and the approval bound to it) does not change when an
+/// earlier step creates it; the sandbox places the rule on its deepest
+/// existing ancestor when the action starts.
 fn existing_dir(p: &Path, facts: &dyn PathFacts) -> PathBuf {
     let mut cur = p.to_path_buf();
     for _ in 0..64 {
-        if facts.exists(&cur) {
+        if facts.real_path(&cur).is_some() {
             return cur;
         }
         match cur.parent() {

@@ -188,7 +188,7 @@ pub fn landlock_rules(
         landlock::grant_beneath_except(&mut rules, Path::new("/"), &[], read | write)?;
     }
     for p in &abs(&profile.write_paths, "write")? {
-        landlock::grant_beneath_except(&mut rules, p, &[], read | write)?;
+        landlock::grant_beneath_except(&mut rules, &deepest_existing(p), &[], read | write)?;
     }
     if let Some(s) = &profile.scratch_dir {
         // The scratch directory may sit under the state directory: only the
@@ -203,6 +203,24 @@ pub fn landlock_rules(
         landlock::grant_beneath_except(&mut rules, Path::new(d), &[], dev)?;
     }
     Ok(rules)
+}
+
+/// The deepest directory of `p`'s path that exists: Landlock places a rule
+/// on an existing directory only, so a write grant of a tree not created yet
+/// (`mkdir -p /var/tmp/a/b/c`, granted `/var/tmp/a/b`) goes to the directory
+/// it will be created in (`/var/tmp`). The policy judged the targets; the
+/// action's mount namespace keeps sysward's own paths read-only there.
+fn deepest_existing(p: &Path) -> PathBuf {
+    let mut cur = p;
+    loop {
+        match std::fs::symlink_metadata(cur) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match cur.parent() {
+                Some(parent) => cur = parent,
+                None => return cur.to_path_buf(),
+            },
+            _ => return cur.to_path_buf(),
+        }
+    }
 }
 
 /// What reads never reach: the built-in set, the hidden paths and
@@ -303,7 +321,9 @@ pub fn shield_plan(
 /// distinct profile, keep it, and hand it to each confined command
 /// (`jail::JailParts`), skipping the walk (the expensive part). A
 /// cached ruleset can only go stale towards less access (entries created
-/// after the walk are not granted), never more.
+/// after the walk are not granted), never more, as long as every write grant
+/// existed when it was built (one that did not is placed on its deepest
+/// existing ancestor, which the broker therefore does not cache).
 pub fn prebuild_ruleset(
     profile: &ConfinementProfile,
     extra: &Extra,
@@ -315,6 +335,20 @@ pub fn prebuild_ruleset(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_grant_not_created_yet_goes_to_its_deepest_existing_directory() {
+        let base = std::env::temp_dir().join(format!("sysward-deepest-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("a")).unwrap();
+        assert_eq!(deepest_existing(&base.join("a/b/c")), base.join("a"));
+        assert_eq!(deepest_existing(&base.join("a")), base.join("a"));
+        // A dangling symlink exists as an entry: the rule builder refuses
+        // it by name rather than a grant moving above it.
+        std::os::unix::fs::symlink(base.join("nowhere"), base.join("link")).unwrap();
+        assert_eq!(deepest_existing(&base.join("link")), base.join("link"));
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 
     /// The configuration directory is left out of reads whole, but for its
     /// skill packs when those are a directory only root may change.
