@@ -15,6 +15,20 @@ fn engine() -> Engine {
     Engine::new(parse_agent_md(md).unwrap().block, facts)
 }
 
+/// The profile of an allowed `script` run in the project's `work/`; panics,
+/// naming it, when the engine denies it.
+fn profile_of(e: &Engine, script: &str) -> sysward_ipc::profile::ConfinementProfile {
+    let d = e.decide(
+        &Request::Shell {
+            script,
+            cwd: Path::new("/srv/agent/work"),
+        },
+        &LexicalPaths,
+    );
+    assert!(!d.verdict.is_deny(), "{script}: denied: {d:?}");
+    d.profile.expect("an allowed command has a profile")
+}
+
 /// (command, paths it must be able to create or change)
 const CORPUS: &[(&str, &[&str])] = &[
     ("sed -i s/a/b/ /etc/hosts", &["/etc/hosts", "/etc/sedXYZ"]),
@@ -59,15 +73,7 @@ fn every_allowed_write_gets_a_grant_that_covers_its_own_targets() {
     let e = engine();
     let mut checked = 0;
     for (script, targets) in CORPUS {
-        let d = e.decide(
-            &Request::Shell {
-                script,
-                cwd: Path::new("/srv/agent/work"),
-            },
-            &LexicalPaths,
-        );
-        assert!(!d.verdict.is_deny(), "{script}: denied: {d:?}");
-        let p = d.profile.expect("an allowed command has a profile");
+        let p = profile_of(&e, script);
         for t in *targets {
             let covered =
                 p.write_everywhere || p.write_paths.iter().any(|w| Path::new(t).starts_with(w));
@@ -102,15 +108,7 @@ const DELETES: &[(&str, &str)] = &[
 fn every_allowed_delete_gets_a_grant_on_the_directory_that_holds_it() {
     let e = engine();
     for (script, parent) in DELETES {
-        let d = e.decide(
-            &Request::Shell {
-                script,
-                cwd: Path::new("/srv/agent/work"),
-            },
-            &LexicalPaths,
-        );
-        assert!(!d.verdict.is_deny(), "{script}: denied: {d:?}");
-        let p = d.profile.expect("an allowed command has a profile");
+        let p = profile_of(&e, script);
         let covered = p.write_everywhere
             || p.write_paths
                 .iter()
@@ -130,15 +128,7 @@ fn a_removal_outside_the_project_keeps_the_dac_capabilities() {
         "rm /tmp/report.txt",
         "rmdir /opt/app/old",
     ] {
-        let d = e.decide(
-            &Request::Shell {
-                script,
-                cwd: Path::new("/srv/agent/work"),
-            },
-            &LexicalPaths,
-        );
-        assert!(!d.verdict.is_deny(), "{script}: denied: {d:?}");
-        let p = d.profile.expect("an allowed command has a profile");
+        let p = profile_of(&e, script);
         for cap in ["CAP_DAC_OVERRIDE", "CAP_FOWNER"] {
             assert!(
                 p.capabilities.iter().any(|c| c == cap),
@@ -147,14 +137,7 @@ fn a_removal_outside_the_project_keeps_the_dac_capabilities() {
         }
     }
     // Inside the project root owns what it removes: nothing more is kept.
-    let d = e.decide(
-        &Request::Shell {
-            script: "rm -rf /srv/agent/work/build",
-            cwd: Path::new("/srv/agent/work"),
-        },
-        &LexicalPaths,
-    );
-    let p = d.profile.expect("an allowed command has a profile");
+    let p = profile_of(&e, "rm -rf /srv/agent/work/build");
     assert!(
         !p.capabilities.iter().any(|c| c == "CAP_DAC_OVERRIDE"),
         "{p}"

@@ -177,6 +177,16 @@ pub fn result_of(server: &Handle, i: usize) -> String {
         .unwrap_or_else(|| format!("no result for step {i}"))
 }
 
+/// The first chat request's body as sent (JSON text): the prompt and the
+/// tools the model was offered; empty when no request came.
+pub fn first_chat_body(server: &Handle) -> String {
+    server
+        .chat_requests()
+        .first()
+        .and_then(|c| c.body.as_ref().map(|b| b.to_string()))
+        .unwrap_or_default()
+}
+
 /// A scripted model step: one call of tool `name` with `args`.
 pub fn tool_call(name: &str, args: serde_json::Value) -> serde_json::Value {
     serde_json::json!({"tool_calls":[{"name":name,"arguments":args}]})

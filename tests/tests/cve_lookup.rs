@@ -222,12 +222,7 @@ fn run_steps(name: &str, policy: &str, init: &str, steps: Vec<serde_json::Value>
         20,
         init,
     );
-    let first_request = run
-        .server
-        .chat_requests()
-        .first()
-        .and_then(|c| c.body.as_ref().map(|b| b.to_string()))
-        .unwrap_or_default();
+    let first_request = first_chat_body(&run.server);
     Run {
         results: run.results,
         records: audit_records(&p),

@@ -185,24 +185,6 @@ fn tool_records(records: &[serde_json::Value]) -> Vec<&serde_json::Value> {
         .collect()
 }
 
-struct Checks(Vec<String>);
-
-impl Checks {
-    fn check(&mut self, cond: bool, what: &str, shown: &str) {
-        println!("  {} {what}", if cond { "ok  " } else { "FAIL" });
-        if !cond {
-            self.0.push(format!(
-                "{what}:\n{}",
-                shown.chars().take(1500).collect::<String>()
-            ));
-        }
-    }
-
-    fn done(self) {
-        assert!(self.0.is_empty(), "{}", self.0.join("\n---\n"));
-    }
-}
-
 /// Makes the calling thread's network namespace drop TCP packets to `port` on
 /// loopback (nftables; the namespace is the test's own, so the machine's
 /// firewall is untouched and the table goes with the namespace).
@@ -337,7 +319,7 @@ fn web_fetch_and_probes_reach_listed_servers_and_refuse_everything_else() {
             ),
         ];
         let (r, records) = run_steps("nettools", &policy, "", steps);
-        let mut c = Checks(Vec::new());
+        let mut c = Checks::default();
         c.check(
             r[0].contains("UNTRUSTED WEB CONTENT from http://127.0.0.1")
                 && r[0].contains("Nginx tuning")
@@ -489,7 +471,7 @@ fn web_fetch_and_probes_reach_listed_servers_and_refuse_everything_else() {
                 tool_event(&records, needle)["duration_ms"]
             );
         }
-        c.done();
+        drop(c);
     });
 }
 
@@ -520,7 +502,7 @@ fn web_search_returns_capped_untrusted_results() {
             &format!("SEARCH_URL=http://127.0.0.1:{}/search", web.port),
             steps,
         );
-        let mut c = Checks(Vec::new());
+        let mut c = Checks::default();
         c.check(
             r[0].contains("UNTRUSTED SEARCH RESULTS")
                 && r[0].contains("1. nginx documentation")
@@ -547,7 +529,7 @@ fn web_search_returns_capped_untrusted_results() {
             "one audit row per search",
             "",
         );
-        c.done();
+        drop(c);
     });
 }
 
@@ -572,7 +554,7 @@ fn without_the_flags_or_the_listing_nothing_is_sent() {
                 ),
             ],
         );
-        let mut c = Checks(Vec::new());
+        let mut c = Checks::default();
         c.check(
             r[0].contains("internal destination")
                 && r[0].contains("loopback")
@@ -644,7 +626,7 @@ fn without_the_flags_or_the_listing_nothing_is_sent() {
             "only the allowed probe reached the server",
             &format!("{:?}", web.seen()),
         );
-        c.done();
+        drop(c);
     });
 }
 
@@ -747,7 +729,7 @@ fn probe_dns_asks_a_listed_name_server_over_udp() {
             "",
             steps,
         );
-        let mut c = Checks(Vec::new());
+        let mut c = Checks::default();
         c.check(
             r[0].contains("www.example.test")
                 && r[0].contains("10.20.30.40")
@@ -774,6 +756,6 @@ fn probe_dns_asks_a_listed_name_server_over_udp() {
             "one audit row per call",
             "",
         );
-        c.done();
+        drop(c);
     });
 }

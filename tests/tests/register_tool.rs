@@ -38,11 +38,23 @@ fn mode(p: &std::path::Path) -> u32 {
 }
 
 fn offered(run: &ScriptedRun) -> String {
-    run.server
-        .chat_requests()
-        .first()
-        .and_then(|c| c.body.as_ref().map(|b| b.to_string()))
-        .unwrap_or_default()
+    first_chat_body(&run.server)
+}
+
+/// `sysward approve ID` of one pending approval, as a person runs it; it
+/// must succeed.
+fn approve(project: &TestProject, approval: &serde_json::Value) -> std::process::Output {
+    let out = run_sysward(
+        &[
+            "approve",
+            approval["id"].as_str().unwrap(),
+            "--root",
+            project.dir.to_str().unwrap(),
+        ],
+        Duration::from_secs(10),
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    out
 }
 
 fn pending(project: &TestProject) -> Vec<serde_json::Value> {
@@ -173,16 +185,7 @@ fn a_registered_tool_runs_only_once_a_person_approved_its_exact_bytes() {
         &listing,
     );
     for a in &waiting {
-        let ok = run_sysward(
-            &[
-                "approve",
-                a["id"].as_str().unwrap(),
-                "--root",
-                project.dir.to_str().unwrap(),
-            ],
-            Duration::from_secs(10),
-        );
-        assert!(ok.status.success(), "{}", describe(&ok));
+        let ok = approve(&project, a);
         c.check(
             String::from_utf8_lossy(&ok.stdout).contains("offered from the next session"),
             "approve says the tool is offered from the next session",
@@ -391,16 +394,7 @@ fn operator_written_tools_wait_for_approval_and_broken_ones_do_not_stop_the_sess
         "",
     );
     for a in &waiting {
-        let ok = run_sysward(
-            &[
-                "approve",
-                a["id"].as_str().unwrap(),
-                "--root",
-                project.dir.to_str().unwrap(),
-            ],
-            Duration::from_secs(10),
-        );
-        assert!(ok.status.success(), "{}", describe(&ok));
+        approve(&project, a);
     }
     let second = run_scripted(
         &project,

@@ -115,11 +115,7 @@ fn skill_packs_are_offered_run_confined_and_gated_by_their_manifests() {
         "MAX_STEPS=30",
         "Report disk space and certificates.",
     );
-    let offered = server
-        .chat_requests()
-        .first()
-        .and_then(|c| c.body.as_ref().map(|b| b.to_string()))
-        .unwrap_or_default();
+    let offered = first_chat_body(&server);
     let records = audit_records(&project);
     let mut c = Checks::default();
     c.check(

@@ -840,11 +840,7 @@ fn approved_admin_work_through_the_daemon_takes_effect_in_the_host() {
         "register_tool is refused in the installed layout, naming where tools go",
         5,
     );
-    let offered = server
-        .chat_requests()
-        .first()
-        .and_then(|c| c.body.as_ref().map(|b| b.to_string()))
-        .unwrap_or_default();
+    let offered = first_chat_body(&server);
     check(
         !offered.contains("\"register_tool\"") && !offered.contains("\"uptime_json\""),
         "neither register_tool nor the tool in /etc/sysward/tools is offered",
