@@ -107,9 +107,26 @@ impl ProjectTool {
                 .parent()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
-            category: format!("{} (claimed; not trusted)", self.skill.category.as_str()),
-            risk: format!("{} (claimed; not trusted)", self.skill.risk.as_str()),
-            profile: "each call is decided as the command it is".to_string(),
+            category: if self.decided_as_skill() {
+                format!(
+                    "{} (approving this decides each call as {0}, as a skill pack)",
+                    self.skill.category.as_str()
+                )
+            } else {
+                format!(
+                    "{} (claimed; each call is decided as the command it is)",
+                    self.skill.category.as_str()
+                )
+            },
+            risk: format!("{} (claimed)", self.skill.risk.as_str()),
+            profile: if self.decided_as_skill() {
+                format!(
+                    "each call runs with a skill pack's {} profile: the kernel holds the script to it",
+                    self.skill.category.as_str()
+                )
+            } else {
+                "each call is decided as the command it is (an unknown program)".to_string()
+            },
             reason: "a project tool is offered to the model only once a person approves its manifest and script".to_string(),
             mode: mode.to_string(),
             host: host.to_string(),

@@ -74,7 +74,8 @@ impl<'a> Session<'a> {
             "profile": decision.profile.as_ref().map(|p| p.to_string()),
             "model_reason": sanitize::one_line(plan.reason(), 500),
         });
-        // A project tool runs as the command it is; the record names it too.
+        // A project tool is decided as a skill pack or as the command it
+        // is; the record names the tool too.
         if self.project_tools.is_offered(&req.tool) {
             record["project_tool"] = json!(req.tool);
         }
