@@ -199,18 +199,14 @@ impl Runner {
         }
         let walked = sysward_sandbox::profile_rules::read_walk_dirs(profile);
         let stamp = walk_stamp(&walked);
+        let exact_before = sysward_sandbox::profile_rules::write_grants_exist(profile);
         let fd = Arc::new(
             sysward_sandbox::profile_rules::prebuild_ruleset(profile, &self.protected)
                 .map_err(|e| format!("confinement failed at landlock: {e}; nothing ran"))?,
         );
-        // A write grant of a directory not created yet is placed on its
-        // deepest existing ancestor: once the action creates it, a fresh
-        // build grants less, so such a ruleset is not kept.
-        let grants_exist = profile
-            .write_paths
-            .iter()
-            .all(|w| std::fs::symlink_metadata(w).is_ok());
-        if !grants_exist {
+        // Built with a write grant placed on an ancestor (a directory that
+        // did not exist before or during the build): not kept.
+        if !(exact_before && sysward_sandbox::profile_rules::write_grants_exist(profile)) {
             return Ok(fd);
         }
         if cache.len() >= RULESET_CACHE_MAX {

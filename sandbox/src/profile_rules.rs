@@ -223,6 +223,18 @@ fn deepest_existing(p: &Path) -> PathBuf {
     }
 }
 
+/// True when every write grant of `profile` names a directory that exists,
+/// so that its ruleset grants exactly those (one that does not exist yet is
+/// placed on an ancestor, [`deepest_existing`], and a ruleset built then
+/// must not be kept for later actions: once the directory exists a fresh
+/// build grants less).
+pub fn write_grants_exist(profile: &ConfinementProfile) -> bool {
+    profile
+        .write_paths
+        .iter()
+        .all(|w| std::fs::symlink_metadata(w).is_ok())
+}
+
 /// What reads never reach: the built-in set, the hidden paths and
 /// `read_all_except`.
 fn read_excluded(profile: &ConfinementProfile) -> Result<Vec<PathBuf>, SandboxError> {
