@@ -60,7 +60,7 @@ if [ "$uninstall" = 1 ]; then
       install -o root -g root -m 0600 /var/lib/sysward/audit.log "$keep"
       echo "the audit log was kept as $keep"
     fi
-    rm -rf /etc/sysward /var/lib/sysward
+    rm -rf /etc/sysward /var/lib/sysward /var/lib/sysward-tools
     echo "sysward removed with its configuration and state (users and group kept)"
   else
     echo "sysward removed; /etc/sysward and /var/lib/sysward kept (--purge removes them)"

@@ -38,6 +38,7 @@ fi
 # Also without systemd-tmpfiles, and to correct modes it would leave alone.
 install -d -o root -g root -m 0700 /etc/sysward /etc/sysward/secrets
 install -d -o root -g root -m 0700 /var/lib/sysward /var/lib/sysward/.agent
+install -d -o root -g root -m 0755 /var/lib/sysward-tools
 install -d -o root -g sysward -m 0750 /run/sysward
 install -d -o root -g root -m 0755 /etc/systemd/system/sysward.service.d \
   /etc/systemd/system/sysward-run.service.d /etc/systemd/system/sysward-run.timer.d

@@ -53,7 +53,7 @@ cleanup() {
     esac
   done
   # Put back what was there before the test (moved aside below).
-  for d in etc/sysward var/lib/sysward; do
+  for d in etc/sysward var/lib/sysward var/lib/sysward-tools; do
     if [ -e "$work/saved/$d" ]; then
       rm -rf "/$d"
       mkdir -p "$(dirname "/$d")"
@@ -74,9 +74,10 @@ if dpkg-query -W -f='${Status}' sysward 2>/dev/null | grep -qv "not-installed"; 
   dpkg -P sysward
 fi
 id "$operator" >/dev/null 2>&1 && userdel "$operator"
-# A /etc/sysward or /var/lib/sysward not owned by a package (the test suite
+# A /etc/sysward, /var/lib/sysward or /var/lib/sysward-tools not owned by a
+# package (the test suite
 # or a hand install) is moved aside and put back at the end.
-for d in etc/sysward var/lib/sysward; do
+for d in etc/sysward var/lib/sysward var/lib/sysward-tools; do
   if [ -e "/$d" ]; then
     echo "  /$d exists without the package: moved aside until the end"
     mkdir -p "$work/saved/$(dirname "$d")"
@@ -139,6 +140,7 @@ expect_mode /etc/sysward/init.conf "600 root root"
 expect_mode /etc/sysward/agent.md "600 root root"
 expect_mode /var/lib/sysward "700 root root"
 expect_mode /var/lib/sysward/.agent "700 root root"
+expect_mode /var/lib/sysward-tools "755 root root"
 expect_mode /run/sysward "750 root sysward"
 conffiles=$(dpkg-query -W -f='${Conffiles}\n' sysward)
 for c in /etc/sysward/init.conf /etc/sysward/agent.md; do
@@ -255,11 +257,11 @@ expect_mode /etc/sysward/init.conf "600 root root"
 
 step "dpkg -P removes the configuration and state"
 dpkg -P sysward
-for p in /etc/sysward /var/lib/sysward /run/sysward /usr/bin/sysward; do
+for p in /etc/sysward /var/lib/sysward /var/lib/sysward-tools /run/sysward /usr/bin/sysward; do
   [ ! -e "$p" ] || fail "$p is still there after dpkg -P"
 done
 ls /var/backups/sysward-audit-*.log >/dev/null 2>&1 || fail "purge did not keep a copy of the audit log"
 getent passwd sysward-agent >/dev/null || fail "dpkg -P removed the users (they are kept by design)"
-echo "  /etc/sysward, /var/lib/sysward, /run/sysward gone; audit log copied to /var/backups; users kept"
+echo "  /etc/sysward, /var/lib/sysward, /var/lib/sysward-tools, /run/sysward gone; audit log copied to /var/backups; users kept"
 
 step "package test passed"

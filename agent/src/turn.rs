@@ -718,7 +718,10 @@ impl Session {
             .trim()
             .to_string();
         let facts = vec![
-            format!("Path: tools/{name}/run (manifest tools/{name}/skill.json)"),
+            format!(
+                "Path: {0}/{name}/run (manifest {0}/{name}/skill.json)",
+                self.setup.tools_dir
+            ),
             format!("Description: {}", s("description")),
             format!(
                 "Usage: call the tool {name} with {{{}}} (JSON on its stdin, JSON out)",

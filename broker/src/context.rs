@@ -24,6 +24,9 @@ pub fn broker_context_with_binaries(
     sysward_sandbox::set_non_dumpable().context("cannot make the broker non-dumpable")?;
     project::ensure_private_dir(&layout.agent_dir())?;
     project::ensure_private_dir(&layout.tmp_dir())?;
+    if !layout.standalone {
+        project::ensure_tools_dir(&layout.tools_dir())?;
+    }
     crate::approvals::Approvals::open(&layout)?;
     crate::stale_temps::prepare(&layout)?;
     let audit = audit::Audit::open(&layout.audit_log(), &layout.audit_head())?;

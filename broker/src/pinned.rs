@@ -81,6 +81,9 @@ impl Pinned {
         if layout.secrets_dir.exists() {
             dir("secrets directory", layout.secrets_dir.clone())?;
         }
+        if !layout.standalone {
+            dir("tools directory", layout.tools_dir())?;
+        }
         for (what, path) in [
             ("audit log", layout.audit_log()),
             ("audit anchor", layout.audit_head()),
@@ -146,6 +149,60 @@ impl Pinned {
             .map(|e| &e.file)
     }
 
+    /// Writes each `(name, bytes, mode)` atomically into the subdirectory
+    /// `sub` of the pinned directory `dir`, creating it (0755) when it is
+    /// missing: opened relative to the held descriptor, never through a
+    /// symlink, and refused unless it is a directory of root's that nobody
+    /// else may write.
+    pub fn write_in_subdir(
+        &self,
+        dir: &Path,
+        sub: &str,
+        files: &[(&str, &[u8], u32)],
+    ) -> Result<()> {
+        use nix::fcntl::{openat, OFlag};
+        use nix::sys::stat::{fstat, mkdirat, Mode};
+        let held = self
+            .dir(dir)
+            .with_context(|| format!("{} is not one of the broker's directories", dir.display()))?;
+        let shown = dir.join(sub);
+        let created = match mkdirat(held.as_fd(), sub, Mode::from_bits_truncate(0o755)) {
+            Ok(()) => true,
+            Err(nix::errno::Errno::EEXIST) => false,
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", shown.display())),
+        };
+        let fd = openat(
+            held.as_fd(),
+            sub,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .with_context(|| format!("cannot open {}", shown.display()))?;
+        let st = fstat(&fd).with_context(|| format!("cannot stat {}", shown.display()))?;
+        if st.st_uid != 0 || st.st_mode & 0o022 != 0 {
+            anyhow::bail!(
+                "{} is not a directory of root's that only root may write; refusing to write into it",
+                shown.display()
+            );
+        }
+        if created {
+            // mkdirat's mode went through the broker's umask (0077 under
+            // systemd): actions must be able to enter the directory.
+            nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o755))
+                .with_context(|| format!("cannot chmod {}", shown.display()))?;
+        }
+        for (name, bytes, mode) in files {
+            crate::project::write_atomic_mode_in(
+                fd.as_fd(),
+                &shown,
+                std::ffi::OsStr::new(name),
+                bytes,
+                *mode,
+            )?;
+        }
+        Ok(())
+    }
+
     /// Writes `path` atomically (see [`crate::project::write_atomic_in`])
     /// through the held descriptor of its directory; a path outside the
     /// pinned directories is written through a descriptor opened now.
@@ -156,5 +213,71 @@ impl Pinned {
             Some(dir) => crate::project::write_atomic_in(dir.as_fd(), parent, name, bytes),
             None => crate::project::write_atomic(path, bytes),
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn a_subdirectory_is_written_through_the_held_descriptor_with_its_modes() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIPPED (needs root: the directory must be root's)");
+            return;
+        }
+        let root = std::env::temp_dir().join(format!("sysward-pinned-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join(".agent/approvals")).unwrap();
+        std::fs::create_dir_all(root.join(".agent/tmp")).unwrap();
+        let layout = Layout::standalone(&root).unwrap();
+        let pinned = Pinned::open(&layout, &[]).unwrap();
+        let dir = layout.state_dir.clone();
+        // The broker's umask does not reach the modes asked for.
+        let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+        let written = pinned.write_in_subdir(
+            &dir,
+            "tool_a",
+            &[
+                ("run", b"#!/bin/sh\n", 0o755),
+                ("skill.json", b"{}\n", 0o644),
+            ],
+        );
+        nix::sys::stat::umask(old);
+        written.unwrap();
+        assert_eq!(mode(&dir.join("tool_a")), 0o755);
+        assert_eq!(mode(&dir.join("tool_a/run")), 0o755);
+        assert_eq!(mode(&dir.join("tool_a/skill.json")), 0o644);
+        assert_eq!(
+            std::fs::read(dir.join("tool_a/run")).unwrap(),
+            b"#!/bin/sh\n"
+        );
+        // A symlink in the subdirectory's place is not followed.
+        let elsewhere = root.join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.join("tool_b")).unwrap();
+        assert!(pinned
+            .write_in_subdir(&dir, "tool_b", &[("run", b"x", 0o755)])
+            .is_err());
+        assert!(!elsewhere.join("run").exists());
+        // Nor is a directory someone else may write.
+        std::fs::create_dir(dir.join("tool_c")).unwrap();
+        std::fs::set_permissions(dir.join("tool_c"), std::fs::Permissions::from_mode(0o777))
+            .unwrap();
+        assert!(pinned
+            .write_in_subdir(&dir, "tool_c", &[("run", b"x", 0o755)])
+            .is_err());
+        assert!(!dir.join("tool_c/run").exists());
+        // Only the pinned directories are written this way.
+        assert!(pinned
+            .write_in_subdir(&elsewhere, "tool_d", &[("run", b"x", 0o755)])
+            .is_err());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

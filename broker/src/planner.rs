@@ -681,6 +681,7 @@ pub fn engine_for_layout(
         PathBuf::from("/etc/sysward"),
         PathBuf::from("/run/sysward"),
         PathBuf::from("/var/lib/sysward"),
+        PathBuf::from(crate::project::INSTALLED_TOOLS_DIR),
         PathBuf::from("/usr/lib/systemd/system/sysward.service"),
         PathBuf::from("/usr/lib/systemd/system/sysward-run.service"),
         PathBuf::from("/usr/lib/systemd/system/sysward-run.timer"),

@@ -70,6 +70,50 @@ impl Layout {
     pub fn init_conf(&self) -> PathBuf {
         self.config_dir.join("init.conf")
     }
+    /// Where project tools live: a `--root DIR` project's `tools/`, which
+    /// actions write; in the installed layout a directory only the broker
+    /// writes (`/etc/sysward` is no action's to write or run from, and
+    /// `/var/lib/sysward` no action's to read).
+    pub fn tools_dir(&self) -> PathBuf {
+        if self.standalone {
+            self.config_dir.join("tools")
+        } else {
+            PathBuf::from(INSTALLED_TOOLS_DIR)
+        }
+    }
+}
+
+/// The installed layout's project tools: written by the broker alone
+/// (`register_tool`), readable and runnable by actions, writable by none.
+pub const INSTALLED_TOOLS_DIR: &str = "/var/lib/sysward-tools";
+
+/// Creates the installed layout's tools directory (root's, 0755) when it is
+/// missing, refusing a symlink or a file in its place and taking write
+/// access from anyone but root.
+pub fn ensure_tools_dir(dir: &Path) -> Result<()> {
+    match fs::symlink_metadata(dir) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            bail!("{} is a symlink; refusing to use it", dir.display())
+        }
+        Ok(meta) if meta.is_dir() => {
+            if meta.uid() != 0 {
+                bail!(
+                    "{} is not owned by root; fix it with `chown root:root {0}`",
+                    dir.display()
+                );
+            }
+            if meta.permissions().mode() & 0o022 != 0 {
+                fs::set_permissions(dir, fs::Permissions::from_mode(0o755))?;
+            }
+            Ok(())
+        }
+        Ok(_) => bail!("{} exists and is not a directory", dir.display()),
+        Err(_) => {
+            fs::create_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o755))?;
+            Ok(())
+        }
+    }
 }
 
 /// Everything loaded from a project before a session starts.
@@ -632,6 +676,17 @@ pub fn write_atomic_in(
     name: &std::ffi::OsStr,
     bytes: &[u8],
 ) -> Result<()> {
+    write_atomic_mode_in(dir, shown, name, bytes, 0o600)
+}
+
+/// [`write_atomic_in`] with the file's mode given (a runnable script).
+pub fn write_atomic_mode_in(
+    dir: std::os::fd::BorrowedFd<'_>,
+    shown: &Path,
+    name: &std::ffi::OsStr,
+    bytes: &[u8],
+    mode: u32,
+) -> Result<()> {
     use nix::fcntl::{openat, renameat, OFlag};
     use nix::sys::stat::Mode;
     let _no_action_runs = PROTECTED_REPLACE
@@ -654,6 +709,10 @@ pub fn write_atomic_in(
         )
         .with_context(|| format!("cannot create {}", shown.join(&tmp).display()))?;
         let mut f = File::from(fd);
+        if mode != 0o600 {
+            // Set on the descriptor, not through the umask.
+            f.set_permissions(fs::Permissions::from_mode(mode))?;
+        }
         f.write_all(bytes)?;
         f.sync_all()?;
         renameat(dir, tmp.as_str(), dir, name)

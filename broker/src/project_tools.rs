@@ -1,7 +1,8 @@
-//! Project tools: scripts in `PROJECT/tools/NAME/` with a skill-pack
-//! manifest (`skill.json`, the same format and loader as the operator's
-//! packs) that the model registers with `register_tool` or an operator
-//! writes. A project tool is offered to the model only once a person has
+//! Project tools: scripts in `PROJECT/tools/NAME/` (in the installed
+//! layout `/var/lib/sysward-tools/NAME/`, which only the broker writes) with
+//! a skill-pack manifest (`skill.json`, the same format and loader as the
+//! operator's packs) that the model registers with `register_tool` or an
+//! operator writes. A project tool is offered to the model only once a person has
 //! approved the exact bytes of its manifest and its script (`sysward approve
 //! ID`; the approval's key is their SHA-256): any later change to either
 //! file makes it unapproved again. Its manifest's category and risk are
@@ -343,16 +344,34 @@ pub fn not_approved_message(name: &str, id: Option<&str>) -> String {
     }
 }
 
-/// The plan of a `register_tool` call: the manifest built from the model's
-/// checked fields and checked by the skill-pack loader's rules, written
-/// with the script into `tools_dir/NAME/` by the executor as a file tool
-/// (so the policy decides it as a write there: ALLOW_SELF_TOOL_CREATION,
-/// the path rules, the audit).
-pub fn register_plan(
+/// A `register_tool` call's checked content: the manifest built from the
+/// model's fields and checked by the skill-pack loader's rules.
+#[derive(Debug)]
+pub struct Registration {
+    pub name: String,
+    pub manifest: String,
+    pub script: String,
+    pub reason: String,
+}
+
+impl Registration {
+    /// The files of the tool's directory: the script first, then the
+    /// manifest, so that a manifest never names a missing script.
+    pub fn files(&self) -> [(&'static str, &[u8], u32); 2] {
+        [
+            (RegisterToolArgs::SCRIPT, self.script.as_bytes(), 0o755),
+            (RegisterToolArgs::MANIFEST, self.manifest.as_bytes(), 0o644),
+        ]
+    }
+}
+
+/// Checks a `register_tool` call's arguments; `tools_dir` names the
+/// manifest in errors.
+pub fn check_registration(
     arguments: &str,
     tools_dir: &Path,
     packs: &Skills,
-) -> Result<(Plan, String), String> {
+) -> Result<Registration, String> {
     let a: RegisterArgs = serde_json::from_str(arguments)
         .map_err(|e| format!("invalid arguments for register_tool: {e}"))?;
     skills::check_name(&a.name).map_err(|e| format!("register_tool: {e}"))?;
@@ -388,16 +407,34 @@ pub fn register_plan(
     }
     let manifest =
         serde_json::to_string_pretty(&manifest).map_err(|e| format!("register_tool: {e}"))? + "\n";
-    let dir = tools_dir.join(&a.name);
-    let manifest_path = dir.join(RegisterToolArgs::MANIFEST);
+    let manifest_path = tools_dir.join(&a.name).join(RegisterToolArgs::MANIFEST);
     skills::check_manifest(&manifest, &manifest_path, &a.name, Home::Project)
         .map_err(|e| format!("register_tool: {e}"))?;
+    Ok(Registration {
+        name: a.name,
+        manifest,
+        script: a.script,
+        reason: a.reason.unwrap_or_default(),
+    })
+}
+
+/// The plan of a `register_tool` call in a `--root DIR` project: the
+/// checked tool written into `tools_dir/NAME/` by the executor as a file
+/// tool (so the policy decides it as a write there:
+/// ALLOW_SELF_TOOL_CREATION, the path rules, the audit).
+pub fn register_plan(
+    arguments: &str,
+    tools_dir: &Path,
+    packs: &Skills,
+) -> Result<(Plan, String), String> {
+    let r = check_registration(arguments, tools_dir, packs)?;
+    let dir = tools_dir.join(&r.name);
     // The tools directory itself is a target: the executor may have to
     // create it (and the grant is then its parent, the project).
     let targets = vec![
         tools_dir.to_path_buf(),
         dir.join(RegisterToolArgs::SCRIPT),
-        manifest_path,
+        dir.join(RegisterToolArgs::MANIFEST),
     ];
     let display = format!(
         "register_tool {}",
@@ -407,30 +444,38 @@ pub fn register_plan(
         tool: "register_tool".to_string(),
         op: FileOp::RegisterTool(RegisterToolArgs {
             directory: dir.display().to_string(),
-            manifest,
-            script: a.script,
+            manifest: r.manifest,
+            script: r.script,
         }),
         targets,
         recursive: false,
         cwd: tools_dir.parent().unwrap_or(tools_dir).to_path_buf(),
-        reason: a.reason.unwrap_or_default(),
+        reason: r.reason,
         display,
     };
-    Ok((plan, a.name))
+    Ok((plan, r.name))
 }
 
-/// What a `register_tool` call is told in the installed layout.
-pub const INSTALLED_LAYOUT_REFUSAL: &str = "register_tool is not available in the installed layout: its project directory is /etc/sysward, which no action may write or run programs from. An operator adds a tool as a skill pack in /etc/sysward/skills/NAME/ (examples/skills/README.md); project tools are for `--root DIR` projects. Continue without it or report the blocker.";
-
-/// Where a session's project tools live: a `--root DIR` project's
-/// `tools/`, or nowhere (the installed layout, whose project directory
-/// `/etc/sysward` no action writes or runs from).
+/// Where a session's project tools live.
 #[derive(Debug, Clone)]
 pub enum ToolsHome {
+    /// A `--root DIR` project's `tools/`: `register_tool` is a write there
+    /// that an action makes, decided by the policy as any write.
     Project(PathBuf),
-    /// The installed layout's `/etc/sysward/tools`, named in the warning
-    /// given when an operator put tools there.
-    Unavailable(PathBuf),
+    /// The installed layout's tools directory
+    /// ([`crate::project::INSTALLED_TOOLS_DIR`]): written by the broker
+    /// alone, through its held descriptor, since no action may write it.
+    /// `ignored` is `/etc/sysward/tools`, named in the warning given when an
+    /// operator put tools there.
+    Broker { dir: PathBuf, ignored: PathBuf },
+}
+
+impl ToolsHome {
+    fn dir(&self) -> &Path {
+        match self {
+            ToolsHome::Project(dir) | ToolsHome::Broker { dir, .. } => dir,
+        }
+    }
 }
 
 /// A session's project tools: the approved ones it offers, and the names of
@@ -443,39 +488,28 @@ pub struct SessionTools {
 }
 
 impl SessionTools {
-    /// Loads the tools of a project's `tools/` and sorts them by approval;
-    /// the warnings name each tool that cannot be used, and each waiting
-    /// for a person. In the installed layout nothing is loaded: a tool an
-    /// operator put in `/etc/sysward/tools` is a warning saying where it
-    /// belongs.
+    /// Loads the tools of the home and sorts them by approval; the warnings
+    /// name each tool that cannot be used, and each waiting for a person.
+    /// In the installed layout a tool an operator put in
+    /// `/etc/sysward/tools` is a warning saying where it belongs.
     pub fn start(
         home: ToolsHome,
         packs: &Skills,
         approvals: &Approvals,
         request: impl Fn(&ProjectTool) -> ApprovalRequest,
     ) -> (SessionTools, Vec<String>) {
-        let dir = match &home {
-            ToolsHome::Project(dir) => dir.clone(),
-            ToolsHome::Unavailable(dir) => {
-                let mut warnings = Vec::new();
-                if std::fs::read_dir(dir).is_ok_and(|mut e| e.next().is_some()) {
-                    warnings.push(format!(
-                        "{} is not used in the installed layout (no action runs programs from /etc/sysward): make each tool there a skill pack in /etc/sysward/skills/NAME/",
-                        dir.display()
-                    ));
-                }
-                return (
-                    SessionTools {
-                        home,
-                        approved: Vec::new(),
-                        waiting: Vec::new(),
-                    },
-                    warnings,
-                );
+        let mut warnings = Vec::new();
+        if let ToolsHome::Broker { dir, ignored } = &home {
+            if std::fs::read_dir(ignored).is_ok_and(|mut e| e.next().is_some()) {
+                warnings.push(format!(
+                    "{} is not used in the installed layout (no action runs programs from /etc/sysward): make each tool there a skill pack in /etc/sysward/skills/NAME/; tools the model registers are kept in {}",
+                    ignored.display(),
+                    dir.display()
+                ));
             }
-        };
-        let loaded = load(&dir, packs);
-        let mut warnings = loaded.warnings.clone();
+        }
+        let loaded = load(home.dir(), packs);
+        warnings.extend(loaded.warnings.iter().cloned());
         let (approved, waiting) = partition(loaded, approvals, request);
         let waiting: Vec<(String, String)> = waiting
             .into_iter()
@@ -492,10 +526,13 @@ impl SessionTools {
         )
     }
 
-    /// True when `register_tool` can be offered: the project has a
-    /// `tools/` actions may write.
-    pub fn can_register(&self) -> bool {
-        matches!(self.home, ToolsHome::Project(_))
+    /// The directory `register_tool` writes as the broker (the installed
+    /// layout), or None when an action writes it (a `--root DIR` project).
+    pub fn broker_writes(&self) -> Option<&Path> {
+        match &self.home {
+            ToolsHome::Broker { dir, .. } => Some(dir),
+            ToolsHome::Project(_) => None,
+        }
     }
 
     /// The tools the model is offered (described as skill packs are).
@@ -521,28 +558,31 @@ impl SessionTools {
             .any(|t| t.skill.tool.name == name && !t.decided_as_skill())
     }
 
-    /// The plan of a call of `register_tool` or of a project tool; None
-    /// for any other tool. A tool not approved, or changed since it was, is
-    /// an error that says how to get it approved.
+    /// The plan of a call of `register_tool` or of a project tool, run in
+    /// `cwd`; None for any other tool. A tool not approved, or changed since
+    /// it was, is an error that says how to get it approved.
     pub fn plan(
         &self,
         tool: &str,
         arguments: &str,
         packs: &Skills,
+        cwd: &Path,
     ) -> Option<Result<Plan, String>> {
-        let dir = match &self.home {
-            ToolsHome::Project(dir) => dir,
-            ToolsHome::Unavailable(_) => {
-                return (tool == sysward_ipc::tools::Tool::RegisterTool.name())
-                    .then(|| Err(INSTALLED_LAYOUT_REFUSAL.to_string()))
-            }
-        };
         if tool == sysward_ipc::tools::Tool::RegisterTool.name() {
-            return Some(register_plan(arguments, dir, packs).map(|(plan, _)| plan));
+            return Some(match &self.home {
+                ToolsHome::Project(dir) => {
+                    register_plan(arguments, dir, packs).map(|(plan, _)| plan)
+                }
+                // The session writes these itself (`broker_writes`); no
+                // action may.
+                ToolsHome::Broker { dir, .. } => Err(format!(
+                    "register_tool: {} is written by the broker, not by an action",
+                    dir.display()
+                )),
+            });
         }
         if let Some(t) = self.approved.iter().find(|t| t.skill.tool.name == tool) {
-            let project = dir.parent().unwrap_or(dir);
-            return Some(t.unchanged().and_then(|()| t.plan(arguments, project)));
+            return Some(t.unchanged().and_then(|()| t.plan(arguments, cwd)));
         }
         self.waiting
             .iter()
@@ -561,11 +601,24 @@ impl SessionTools {
         let Ok(a) = serde_json::from_str::<RegisterArgs>(arguments) else {
             return String::new();
         };
-        let ToolsHome::Project(dir) = &self.home else {
-            return String::new();
-        };
-        match load_one(&dir.join(&a.name), &a.name) {
+        match load_one(&self.home.dir().join(&a.name), &a.name) {
             Ok(t) => {
+                if self
+                    .approved
+                    .iter()
+                    .any(|o| o.sha256 == t.sha256 && o.skill.tool.name == a.name)
+                {
+                    return format!(
+                        "registered project tool {} (sha256 {}): these exact bytes are approved and offered already",
+                        a.name, t.sha256
+                    );
+                }
+                if matches!(approvals.granted(&t.approval_key()), Ok(Some(_))) {
+                    return format!(
+                        "registered project tool {} (sha256 {}): a person approved these exact bytes before; it is offered from the next session",
+                        a.name, t.sha256
+                    );
+                }
                 let hint = match approvals.create(request(&t)) {
                     Ok(c) => not_approved_message(&a.name, Some(&c.approval().id)),
                     Err(e) => format!("{}; {e}", not_approved_message(&a.name, None)),

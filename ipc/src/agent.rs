@@ -85,6 +85,10 @@ pub struct SessionSetup {
     /// described to the model; a call of one goes to the broker, which
     /// refuses it with how to approve it (and audits the refusal).
     pub unapproved_tools: Vec<String>,
+    /// Where `register_tool` puts a tool, as memoria.md names it: `tools`
+    /// (the project's, relative) or the installed layout's absolute
+    /// directory.
+    pub tools_dir: String,
 }
 
 /// A tool from an operator's skill pack, described to the model from its

@@ -37,6 +37,7 @@ impl HostFacts {
                 PathBuf::from("/var/lib/sysward/audit.log"),
                 PathBuf::from("/var/lib/sysward/audit.head"),
                 PathBuf::from("/var/lib/sysward/approvals"),
+                PathBuf::from("/var/lib/sysward-tools"),
                 PathBuf::from("/usr/bin/sysward"),
                 PathBuf::from("/usr/libexec/sysward"),
                 PathBuf::from("/usr/lib/systemd/system/sysward.service"),

@@ -67,6 +67,8 @@ fn read_protected_for_reads(config: &Path, packs: &Path) -> Vec<PathBuf> {
 pub const WRITE_PROTECTED: &[&str] = &[
     "/etc/sysward",
     "/var/lib/sysward",
+    // The installed layout's project tools: only the broker writes them.
+    "/var/lib/sysward-tools",
     "/run/sysward",
     "/usr/lib/systemd/system/sysward.service",
     "/usr/lib/systemd/system/sysward-run.service",

@@ -724,6 +724,7 @@ fn run_approving(host: &Host, steps: usize) -> (Vec<String>, String) {
 
 #[test]
 fn approved_admin_work_through_the_daemon_takes_effect_in_the_host() {
+    const TOOL_SCRIPT: &str = "#!/bin/sh\nprintf '{\"uid\": %s, \"filesystems\": %s}\\n' \"$(id -u)\" \"$(df -P | wc -l)\"\n";
     let test = "approved_admin_work_through_the_daemon_takes_effect_in_the_host";
     let Some(host) = host_with_package(test, Options::default()) else {
         return;
@@ -752,12 +753,20 @@ fn approved_admin_work_through_the_daemon_takes_effect_in_the_host() {
             "shell",
             serde_json::json!({"command":format!("DEBIAN_FRONTEND=noninteractive apt-get remove -y -q {package}"),"timeout_seconds":600}),
         ),
-        // The installed layout has no project tools: /etc/sysward is
-        // read-only to every action, so register_tool is refused with where
-        // an operator's tool belongs instead of failing in the kernel.
+        // The installed layout's project tools live in a directory only the
+        // broker writes: it writes the tool there, and the tool waits for a
+        // person.
         tool(
             "register_tool",
-            serde_json::json!({"name":"disk_report","description":"Disk usage.","category":"read-only","risk":"low","script":"#!/bin/sh\ndf -h\n"}),
+            serde_json::json!({"name":"disk_report","description":"Disk usage.","category":"read-only","risk":"low","script":TOOL_SCRIPT}),
+        ),
+        // Offered (and run) once a person approved its bytes.
+        tool("disk_report", serde_json::json!({})),
+        // The policy cannot see through the variable and allows the write;
+        // the action's mount namespace holds the tools directory read-only.
+        tool(
+            "shell",
+            serde_json::json!({"command":"f=/var/lib/sysward-tools; echo tampered | tee -a $f/disk_report/run"}),
         ),
     ];
     // A tool an operator put where project tools live in a --root project.
@@ -830,20 +839,54 @@ fn approved_admin_work_through_the_daemon_takes_effect_in_the_host() {
         "dpkg --audit prints nothing",
         4,
     );
+    let tool_dir = "/var/lib/sysward-tools/disk_report";
+    let modes = host.run(&[
+        "stat",
+        "-c",
+        "%a %U",
+        tool_dir,
+        &format!("{tool_dir}/run"),
+        &format!("{tool_dir}/skill.json"),
+    ]);
+    let script = host.run(&["cat", &format!("{tool_dir}/run")]);
     check(
-        results[5].contains("not available in the installed layout")
-            && results[5].contains("/etc/sysward/skills/")
-            && !host
-                .run(&["test", "-e", "/etc/sysward/tools/disk_report"])
-                .status
-                .success(),
-        "register_tool is refused in the installed layout, naming where tools go",
+        ok(5)
+            && results[5].contains("approved and offered already")
+            && String::from_utf8_lossy(&modes.stdout) == "755 root\n755 root\n644 root\n"
+            && script.stdout == TOOL_SCRIPT.as_bytes(),
+        "register_tool writes the tool into /var/lib/sysward-tools (0755 run, 0644 skill.json)",
         5,
+    );
+    let first_session_register = result_of(&server, 0, 5);
+    check(
+        first_session_register.contains("registered project tool disk_report")
+            && first_session_register.contains("sysward approve"),
+        "the first registration waits for a person, saying how to approve it",
+        5,
+    );
+    let memoria = host.run(&["cat", "/var/lib/sysward/memoria.md"]);
+    check(
+        String::from_utf8_lossy(&memoria.stdout)
+            .contains("Path: /var/lib/sysward-tools/disk_report/run"),
+        "memoria.md's Tools section names where the tool is",
+        5,
+    );
+    check(
+        ok(6) && results[6].contains("\"uid\": 0") && results[6].contains("\"filesystems\""),
+        "the approved tool is offered and runs, its JSON reaching the model",
+        6,
+    );
+    check(
+        !ok(7)
+            && results[7].contains("Read-only file system")
+            && script.stdout == TOOL_SCRIPT.as_bytes(),
+        "an action the policy allowed cannot change the registered tool (the kernel holds it read-only)",
+        7,
     );
     let offered = first_chat_body(&server);
     check(
-        !offered.contains("\"register_tool\"") && !offered.contains("\"uptime_json\""),
-        "neither register_tool nor the tool in /etc/sysward/tools is offered",
+        offered.contains("\"register_tool\"") && !offered.contains("\"uptime_json\""),
+        "register_tool is offered; the tool in /etc/sysward/tools is not",
         5,
     );
     check(
@@ -858,6 +901,52 @@ fn approved_admin_work_through_the_daemon_takes_effect_in_the_host() {
             .windows(11)
             .any(|w| w == b"uptime_json"),
         "no approval waits for a tool that cannot run",
+        5,
+    );
+    // With the flag off, register_tool is neither offered nor written, and
+    // a call of it anyway is refused and audited.
+    let off_server = repeated(
+        &[tool(
+            "register_tool",
+            serde_json::json!({"name":"off_tool","description":"Off.","category":"read-only","risk":"low","script":TOOL_SCRIPT}),
+        )],
+        1,
+    );
+    host.sh_ok(&format!(
+        "sed -i 's#^API_URL=.*#API_URL={}#' /etc/sysward/init.conf",
+        off_server.base_url()
+    ));
+    host.write(
+        "/etc/sysward/agent.md",
+        format!("# Test host\nYou administer a test host.\n\n```policy\n{ADMIN_POLICY}\n```\n"),
+        0o600,
+    );
+    // The task was recorded DONE and is unchanged: run it again.
+    let off = sysward_as(
+        &host,
+        OPERATOR,
+        &["run", "--rerun", "--json"],
+        Duration::from_secs(300),
+    );
+    let refused = result_of(&off_server, 0, 0);
+    let audit_log = host.run(&["cat", "/var/lib/sysward/audit.log"]);
+    let audited = String::from_utf8_lossy(&audit_log.stdout)
+        .lines()
+        .any(|l| l.contains("\"tool_refused\"") && l.contains("off_tool"));
+    check(
+        refused.contains("status=\"denied\"")
+            && refused.contains("ALLOW_SELF_TOOL_CREATION=false")
+            && !first_chat_body(&off_server).contains("\"register_tool\"")
+            && !host
+                .run(&["test", "-e", "/var/lib/sysward-tools/off_tool"])
+                .status
+                .success()
+            && audited,
+        &format!(
+            "ALLOW_SELF_TOOL_CREATION=false: register_tool is not offered, a call is refused and audited, nothing is written (result: {}; run: {})",
+            refused.chars().take(600).collect::<String>(),
+            describe(&off).chars().take(300).collect::<String>()
+        ),
         5,
     );
     let verify = host.run(&["sysward", "audit", "verify"]);

@@ -155,6 +155,7 @@ pub fn setup(mode: SessionMode, tasks: Vec<TaskSpec>) -> SessionSetup {
         // As the default policy (every ALLOW_* flag off) has it.
         withheld_tools: sysward_ipc::tools::withheld(|_| false),
         unapproved_tools: Vec::new(),
+        tools_dir: "tools".into(),
     }
 }
 

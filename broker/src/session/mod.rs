@@ -36,6 +36,7 @@ mod dispatch;
 mod events;
 mod execute;
 mod model;
+mod register_tool;
 mod serve;
 mod start;
 mod state_files;
@@ -480,16 +481,7 @@ fn session_engine(
     )
 }
 
-/// The tools left out of the model's prompt: those a policy flag turns off,
-/// and `register_tool` where the layout has no project tools.
-fn withheld_tools(
-    policy: &sysward_policy::PolicyBlock,
-    project_tools: &crate::project_tools::SessionTools,
-) -> Vec<String> {
-    let mut withheld = sysward_ipc::tools::withheld(|flag| policy.flag(flag).unwrap_or(false));
-    let register = sysward_ipc::tools::Tool::RegisterTool.name().to_string();
-    if !project_tools.can_register() && !withheld.contains(&register) {
-        withheld.push(register);
-    }
-    withheld
+/// The tools left out of the model's prompt: those a policy flag turns off.
+fn withheld_tools(policy: &sysward_policy::PolicyBlock) -> Vec<String> {
+    sysward_ipc::tools::withheld(|flag| policy.flag(flag).unwrap_or(false))
 }

@@ -42,11 +42,13 @@ impl<'a> Session<'a> {
         // A project tool that cannot be used, or waits for a person, is a
         // warning: the session goes on without it.
         let mode = project.policy.execution_mode.as_str();
-        let tools_dir = ctx.layout.config_dir.join("tools");
         let tools_home = if ctx.layout.standalone {
-            crate::project_tools::ToolsHome::Project(tools_dir)
+            crate::project_tools::ToolsHome::Project(ctx.layout.tools_dir())
         } else {
-            crate::project_tools::ToolsHome::Unavailable(tools_dir)
+            crate::project_tools::ToolsHome::Broker {
+                dir: ctx.layout.tools_dir(),
+                ignored: ctx.layout.config_dir.join("tools"),
+            }
         };
         let (project_tools, tool_warnings) =
             crate::project_tools::SessionTools::start(tools_home, &skills, &approvals, |t| {
@@ -110,7 +112,12 @@ impl<'a> Session<'a> {
                 .chain(project_tools.offered())
                 .collect(),
             unapproved_tools: project_tools.unapproved(),
-            withheld_tools: withheld_tools(&project.policy, &project_tools),
+            tools_dir: if ctx.layout.standalone {
+                "tools".to_string()
+            } else {
+                ctx.layout.tools_dir().display().to_string()
+            },
+            withheld_tools: withheld_tools(&project.policy),
         };
         let tasks_expected = setup
             .tasks

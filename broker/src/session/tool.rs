@@ -11,12 +11,17 @@ impl<'a> Session<'a> {
         if req.tool == "ask_secret" {
             return self.ask_secret(&call_id, &req.arguments);
         }
+        if req.tool == sysward_ipc::tools::Tool::RegisterTool.name() {
+            if let Some(dir) = self.project_tools.broker_writes().map(Path::to_path_buf) {
+                return self.register_as_broker(&call_id, &req, &dir);
+            }
+        }
         let default_cwd = self.ctx.layout.state_dir.clone();
         let planned = match self.skills.find(&req.tool) {
             Some(skill) => crate::skills::plan(skill, &req.arguments, &default_cwd),
             None => self
                 .project_tools
-                .plan(&req.tool, &req.arguments, &self.skills)
+                .plan(&req.tool, &req.arguments, &self.skills, &default_cwd)
                 .unwrap_or_else(|| crate::planner::plan(&req, &default_cwd)),
         };
         let planned = planned.and_then(|plan| plan.check_secrets(&self.secrets).map(|()| plan));
