@@ -84,17 +84,7 @@ impl<'a> Session<'a> {
             );
             return ToolResult::refused(call_id, ToolStatus::Error, message);
         }
-        let mode = self.project.policy.execution_mode.as_str();
-        let (id, host, task) = (&self.id, &self.ctx.hostname, &self.current_task);
-        let note = self
-            .project_tools
-            .registered(&req.arguments, &self.approvals, |t| {
-                let mut r = t.approval_request(id, host, mode);
-                r.task.clone_from(task);
-                r
-            });
-        let _ = self
-            .audit(json!({"event": "project_tool_registered", "session": self.id, "note": note}));
+        let note = self.tool_registered(&req.arguments);
         ToolResult::message(
             call_id,
             ToolStatus::Ok,

@@ -237,18 +237,7 @@ impl<'a> Session<'a> {
             return result;
         }
         if req.tool == sysward_ipc::tools::Tool::RegisterTool.name() && result.exit_code.is_none() {
-            let mode = self.project.policy.execution_mode.as_str();
-            let (id, host, task) = (&self.id, &self.ctx.hostname, &self.current_task);
-            let note = self
-                .project_tools
-                .registered(&req.arguments, &self.approvals, |t| {
-                    let mut r = t.approval_request(id, host, mode);
-                    r.task.clone_from(task);
-                    r
-                });
-            let _ = self.audit(
-                json!({"event": "project_tool_registered", "session": self.id, "note": note}),
-            );
+            let note = self.tool_registered(&req.arguments);
             result.message = format!("{}\n{note}", result.message);
         } else if self.project_tools.runs_as_command(&req.tool) {
             match crate::skills::result_text(&result.stdout) {
@@ -261,6 +250,23 @@ impl<'a> Session<'a> {
             }
         }
         result
+    }
+
+    /// After `register_tool` wrote a tool: its pending approval (audited),
+    /// and what the model is told about it.
+    pub(super) fn tool_registered(&mut self, arguments: &str) -> String {
+        let mode = self.project.policy.execution_mode.as_str();
+        let (id, host, task) = (&self.id, &self.ctx.hostname, &self.current_task);
+        let note = self
+            .project_tools
+            .registered(arguments, &self.approvals, |t| {
+                let mut r = t.approval_request(id, host, mode);
+                r.task.clone_from(task);
+                r
+            });
+        let _ = self
+            .audit(json!({"event": "project_tool_registered", "session": self.id, "note": note}));
+        note
     }
 
     /// The identity of a request for pending approvals: an approval granted for
