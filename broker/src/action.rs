@@ -52,7 +52,18 @@ pub struct Outcome {
     pub redactions: crate::redact::RedactionCounts,
     /// `Ok((output, change))` / `Err(error)` of a file operation.
     pub file_result: Option<std::result::Result<(String, Option<FileChange>), String>>,
+    /// Where the time went: for a command `rules` (its cached Landlock,
+    /// seccomp and mount namespace looked up), `prepare` (the spawn's
+    /// arguments built), `clone`, `confine` (the confinement steps in the
+    /// child), `gate` (the child waiting for its start record) and `exec`
+    /// (execve); then `spawn` (whatever else starting it took: pipes, a file
+    /// operation's executor), `run` (until it exited), `drain` (its output
+    /// read to the end).
+    pub stages: Vec<Stage>,
 }
+
+/// One stage of an action and how long it took.
+pub type Stage = (&'static str, Duration);
 
 /// How one attempt of an action runs.
 pub struct RunHow<'a> {
@@ -260,7 +271,8 @@ impl Runner {
         stdout: OwnedFd,
         stderr: OwnedFd,
         gate: Option<jail::GateWait>,
-    ) -> std::result::Result<ConfinedChild, String> {
+    ) -> std::result::Result<(ConfinedChild, [Stage; 2]), String> {
+        let started = Instant::now();
         let parts = JailParts {
             landlock_ruleset: self.ruleset(profile)?,
             seccomp: self.seccomp(profile)?,
@@ -276,8 +288,13 @@ impl Runner {
                 None => None,
             },
         };
+        let looked_up = Instant::now();
         let jail = Jail::prepare(profile, command, parts)
             .map_err(|e| format!("confinement failed at {e}; nothing ran"))?;
+        let stages = [
+            ("rules", looked_up.duration_since(started)),
+            ("prepare", looked_up.elapsed()),
+        ];
         let stdin = match &command.stdin {
             Some(text) => Some(
                 feed_stdin(text.as_bytes().to_vec())
@@ -286,6 +303,7 @@ impl Runner {
             None => None,
         };
         jail.spawn_with_stdin(stdin, stdout, stderr, gate)
+            .map(|child| (child, stages))
             .map_err(|e| match e {
                 SpawnError::GateClosed => e.to_string(),
                 SpawnError::Prepare(e) => format!("confinement failed at {e}; nothing ran"),
@@ -373,11 +391,16 @@ impl Runner {
         let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         let mut out = Capture::new(self.tmp_dir.join(format!("{save_prefix}.stdout")));
         let mut err = Capture::new(self.tmp_dir.join(format!("{save_prefix}.stderr")));
+        let mut stages = Vec::new();
         let (mut child, mut chan) = match spec {
             ExecSpec::Command {
                 profile, command, ..
             } => match self.start_command(profile, command, cgroup, out_w, err_w, gate) {
-                Ok(child) => (Proc::Jailed(child), None),
+                Ok((child, looked_up)) => {
+                    stages.extend(looked_up);
+                    stages.extend(child.stages().iter().copied());
+                    (Proc::Jailed(child), None)
+                }
                 Err(message) => return Ok(not_run(message, start, out, err)),
             },
             ExecSpec::File { .. } => {
@@ -414,6 +437,7 @@ impl Runner {
                 (child, Some(ours))
             }
         };
+        let spawned = Instant::now();
         let pidfd = match &mut child {
             Proc::Executor(c) => pidfd_open(c.id()),
             Proc::Jailed(c) => c.pidfd().try_clone().ok(),
@@ -551,7 +575,18 @@ impl Runner {
             Some(s) => s,
             None => child.wait()?,
         };
-        let duration = start.elapsed();
+        let ended = Instant::now();
+        let duration = ended.duration_since(start);
+        let exited_at = exited_at.unwrap_or(ended);
+        let before_fork: Duration = stages.iter().map(|(_, d)| *d).sum();
+        stages.extend([
+            (
+                "spawn",
+                spawned.duration_since(start).saturating_sub(before_fork),
+            ),
+            ("run", exited_at.saturating_duration_since(spawned)),
+            ("drain", ended.saturating_duration_since(exited_at)),
+        ]);
         out.push(&out_red.finish());
         err.push(&err_red.finish());
         let mut redactions = out_red.counts();
@@ -600,6 +635,7 @@ impl Runner {
             error,
             redactions,
             file_result,
+            stages,
         })
     }
 }
@@ -613,6 +649,7 @@ fn not_run(error: String, start: Instant, out: Capture, err: Capture) -> Outcome
         error: Some(error),
         redactions: Default::default(),
         file_result: None,
+        stages: vec![("spawn", start.elapsed())],
     }
 }
 

@@ -48,6 +48,7 @@ pub mod session;
 pub mod signals;
 pub mod skills;
 pub mod spawn;
+pub mod stage_clock;
 pub mod stale_temps;
 pub mod standalone;
 pub mod tasks;

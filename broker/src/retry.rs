@@ -97,6 +97,7 @@ mod tests {
             error: None,
             redactions: Default::default(),
             file_result: None,
+            stages: Vec::new(),
         }
     }
 

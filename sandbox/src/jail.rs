@@ -187,11 +187,19 @@ unsafe impl Send for Jail {}
 pub struct ConfinedChild {
     pid: libc::pid_t,
     pidfd: OwnedFd,
+    stages: [(&'static str, std::time::Duration); 4],
 }
 
 impl ConfinedChild {
     pub fn id(&self) -> u32 {
         self.pid as u32
+    }
+
+    /// How long its start took: `clone` (until the child ran), `confine`
+    /// (its confinement steps), `gate` (waiting for the gate), `exec`
+    /// (execve, until the parent resumed).
+    pub fn stages(&self) -> &[(&'static str, std::time::Duration); 4] {
+        &self.stages
     }
 
     /// Readable when the child exits.
@@ -241,6 +249,21 @@ struct ChildContext<'a> {
     gate: Option<(libc::c_int, libc::c_int)>,
     /// Created inside the action's cgroup (clone3): no migration needed.
     in_cgroup: bool,
+    /// CLOCK_MONOTONIC (ns) when the child started, had applied its
+    /// confinement, and found its gate open: written by the child, which
+    /// shares this memory (CLONE_VM), read once it has exec'd.
+    marks: [std::sync::atomic::AtomicU64; 3],
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (a vDSO call: safe in the vfork'd child).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a live local the kernel writes.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
 }
 
 /// Lets a confined child reach its execve only once something else is done
@@ -426,6 +449,7 @@ impl Jail {
             report: report_w.as_raw_fd(),
             gate: gate.as_ref().map(|g| (g.read.as_raw_fd(), g.write_fd)),
             in_cgroup: false,
+            marks: Default::default(),
         };
         let stack = ChildStack::new().map_err(|e| prep("child stack", e))?;
         let mut pidfd: libc::c_int = -1;
@@ -439,6 +463,7 @@ impl Jail {
             libc::sigfillset(all.as_mut_ptr());
             libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old_mask.as_mut_ptr());
         }
+        let cloned_at = monotonic_ns();
         // First clone3 into the action's cgroup; where that is refused
         // (old kernel, no cgroup), clone and let the child migrate itself.
         let mut created: Result<libc::pid_t, i32> = Err(libc::ENOSYS);
@@ -493,6 +518,7 @@ impl Jail {
         unsafe {
             libc::pthread_sigmask(libc::SIG_SETMASK, old_mask.as_ptr(), std::ptr::null_mut())
         };
+        let resumed_at = monotonic_ns();
         drop(stack);
         drop(report_w);
         drop(stdio);
@@ -500,7 +526,28 @@ impl Jail {
         let pid = pid.map_err(|e| prep("clone", e))?;
         // SAFETY: CLONE_PIDFD returned a new fd that nothing else owns.
         let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-        let child = ConfinedChild { pid, pidfd };
+        // The child is past execve (or exited): it writes no mark any more.
+        let [started, confined, gated] = ctx
+            .marks
+            .each_ref()
+            .map(|m| m.load(std::sync::atomic::Ordering::Acquire));
+        let between = |from: u64, to: u64| {
+            std::time::Duration::from_nanos(if from == 0 || to == 0 {
+                0
+            } else {
+                to.saturating_sub(from)
+            })
+        };
+        let child = ConfinedChild {
+            pid,
+            pidfd,
+            stages: [
+                ("clone", between(cloned_at, started)),
+                ("confine", between(started, confined)),
+                ("gate", between(confined, gated)),
+                ("exec", between(gated, resumed_at)),
+            ],
+        };
         let mut buf = [0u8; 5];
         let mut f = std::fs::File::from(report_r);
         match f.read(&mut buf) {
@@ -543,6 +590,8 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the `ChildContext` the parent passed to clone; the
     // parent is suspended (CLONE_VFORK) so it is live and unchanged.
     let ctx = unsafe { &*(arg as *const ChildContext) };
+    let mark = |i: usize| ctx.marks[i].store(monotonic_ns(), std::sync::atomic::Ordering::Release);
+    mark(0);
     let fail = |step: u8, errno: i32, code: libc::c_int| -> libc::c_int {
         report(ctx.report, step, errno);
         // SAFETY: _exit ends this child at once (no atexit handlers, no
@@ -558,6 +607,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     if let Err((step, e)) = ctx.plan.apply(ctx.in_cgroup) {
         return fail(step, e, 126);
     }
+    mark(1);
     if let Some((read, write)) = ctx.gate {
         // SAFETY: closing this child's copy of the opener's fd, then a
         // one-byte read into a live local from the gate's read end.
@@ -577,6 +627,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             return fail(STEP_GATE, libc::ECANCELED, 126);
         }
     }
+    mark(2);
     // SAFETY: NULL-terminated arrays of pointers into live CStrings owned by
     // the suspended parent's Jail; execve only returns on failure.
     unsafe { libc::execve(ctx.argv[0], ctx.argv.as_ptr(), ctx.envp.as_ptr()) };

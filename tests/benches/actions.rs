@@ -74,6 +74,44 @@ fn timed_session(
         .collect()
 }
 
+/// The median and p99 of each stage of the last session's actions, from
+/// their outcome records (`stages_us`), slowest median first.
+fn stage_breakdown(p: &TestProject) {
+    let records = audit_records(p);
+    let tools: Vec<&serde_json::Value> = records
+        .iter()
+        .map(|r| &r["event"])
+        .filter(|e| e["event"] == "tool" && e["stages_us"].is_object())
+        .collect();
+    let Some(session) = tools.last().map(|e| e["session"].clone()) else {
+        println!("  (no stage timings in the audit log)");
+        return;
+    };
+    let mut by_stage: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+    for e in tools.iter().filter(|e| e["session"] == session) {
+        for (name, us) in e["stages_us"].as_object().unwrap() {
+            by_stage
+                .entry(name.clone())
+                .or_default()
+                .push(us.as_u64().unwrap_or(0));
+        }
+    }
+    let mut rows: Vec<(String, u64, u64)> = by_stage
+        .into_iter()
+        .map(|(name, mut v)| {
+            v.sort_unstable();
+            let q = |f: f64| v[((v.len() as f64 * f) as usize).min(v.len() - 1)];
+            (name, q(0.5), q(0.99))
+        })
+        .collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1));
+    let sum: u64 = rows.iter().map(|r| r.1).sum();
+    for (name, median, p99) in rows {
+        println!("    {name:<18} median {median:>6} µs  p99 {p99:>6} µs");
+    }
+    println!("    (sum of medians {sum} µs; the rest of the round trip is the agent, the socket and the outcome record)");
+}
+
 fn main() {
     if !require_root("actions bench") {
         return;
@@ -97,12 +135,14 @@ fn main() {
     let bare = stats("bare spawn of /bin/true", spawn_times(n, &["/bin/true"]));
     let through = timed_session(&ctx, &op, "actions");
     let broker = stats("read-only action through the broker", through);
+    stage_breakdown(&p);
     // A write in the project: its mount namespace (sysward's own paths
     // read-only, secrets covered), prepared once and entered per action.
     let target = p.path("bench-write-target");
     p.write("01-bench.md", &format!("{n} touch {}", target.display()));
     let writes = timed_session(&ctx, &op, "write actions");
     let write = stats("write action (+ protecting mount namespace)", writes);
+    stage_breakdown(&p);
     // The same program spawned bare: `touch` itself costs more than `true`
     // (coreutils' start-up), which is not the confinement's cost.
     let target_text = target.display().to_string();

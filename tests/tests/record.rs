@@ -88,6 +88,43 @@ fn memory_refusals_reasons_conflicts_and_write_diffs_are_recorded() {
     let exec = tool_event(&records, "true");
     assert_eq!(exec["model_reason"], "prove the host answers", "{exec}");
     assert_eq!(exec["status"], "ok", "{exec}");
+    // Where the action's time went, stage by stage, adding up to no more
+    // than the whole.
+    let stages = exec["stages_us"].as_object().expect("stages_us");
+    let mut names: Vec<&str> = stages.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "authorize",
+            "cgroup",
+            "clone",
+            "confine",
+            "decide",
+            "drain",
+            "exec",
+            "gate",
+            "plan",
+            "prepare",
+            "result",
+            "rules",
+            "run",
+            "spawn",
+            "spec",
+            "start_record",
+            "start_record_wait"
+        ],
+        "{exec}"
+    );
+    let total: u64 = stages.values().map(|v| v.as_u64().unwrap()).sum();
+    let whole = exec["duration_ms"].as_u64().unwrap();
+    assert!(
+        total <= (whole + 1) * 1000,
+        "{total} µs of stages in {whole} ms: {exec}"
+    );
+    for measured in ["run", "confine", "exec"] {
+        assert!(stages[measured].as_u64().unwrap() > 0, "{measured}: {exec}");
+    }
 
     // The conflict the model stated while working.
     let conflict = find("conflict", "10.0.0.4");

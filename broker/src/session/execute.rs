@@ -82,6 +82,7 @@ impl<'a> Session<'a> {
         plan: &crate::planner::Plan,
         decision: &sysward_policy::Decision,
         start_record: serde_json::Value,
+        clock: &mut crate::stage_clock::StageClock,
     ) -> Result<Ran, ActionError> {
         let Some(mut profile) = decision.profile.clone() else {
             return Err(ActionError::Refused {
@@ -123,8 +124,10 @@ impl<'a> Session<'a> {
             let _ = settle(pending);
             Err(ActionError::NotRun { message })
         };
+        clock.mark("start_record");
         let action_id = format!("{}-{}", self.id, self.actions);
         let cgroup = self.ctx.runner.cgroup_for(&format!("a{action_id}"));
+        clock.mark("cgroup");
         let backup = self.project.policy.backup_before_system_edit
             && plan.touches_outside(&self.ctx.layout.config_dir);
         let mut spec = match plan.exec_spec(
@@ -205,6 +208,7 @@ impl<'a> Session<'a> {
         }
         // Retried only where the command provably did nothing (seed 000): the
         // dpkg lock was held, or a name did not resolve for now.
+        clock.mark("spec");
         let mut cgroup = cgroup;
         let mut retries: Vec<String> = Vec::new();
         let mut attempt = 0usize;
@@ -220,9 +224,14 @@ impl<'a> Session<'a> {
                     gate: gate.take(),
                 },
             );
+            if let Ok(o) = &outcome {
+                clock.extend(&o.stages);
+            }
             // The start record is on disk before any retry and before the
             // result is released.
-            if let Err(e) = settle(&mut pending_audit) {
+            let settled = settle(&mut pending_audit);
+            clock.mark("start_record_wait");
+            if let Err(e) = settled {
                 return Err(ActionError::AuditFailed {
                     ran: e.may_have_run(),
                     message: e.to_string(),

@@ -25,6 +25,8 @@ impl<'a> Session<'a> {
                 .unwrap_or_else(|| crate::planner::plan(&req, &default_cwd)),
         };
         let planned = planned.and_then(|plan| plan.check_secrets(&self.secrets).map(|()| plan));
+        let mut clock = crate::stage_clock::StageClock::start();
+        clock.mark("plan");
         let (plan, decision) = match planned {
             Ok(mut plan) => {
                 let classified = crate::planner::decide(
@@ -71,6 +73,7 @@ impl<'a> Session<'a> {
                 return ToolResult::refused(&call_id, ToolStatus::Error, message);
             }
         };
+        clock.mark("decide");
         let mut record = json!({
             "event": "tool", "session": self.id, "tool": plan.tool_name(),
             "request": plan.display(), "category": decision.category.as_str(),
@@ -152,6 +155,7 @@ impl<'a> Session<'a> {
             _ => "policy".to_string(),
         };
         record["approved_by"] = json!(approved_by);
+        clock.mark("authorize");
         let mut executed = false;
         let mut action_ran = false;
         let result = if self.dry_run && !crate::planner::runs_in_dry_run(decision.category) {
@@ -184,7 +188,7 @@ impl<'a> Session<'a> {
                     }
                     (out.result, None, out.ran)
                 }
-                _ => match self.execute(&call_id, &plan, &decision, start) {
+                _ => match self.execute(&call_id, &plan, &decision, start, &mut clock) {
                     Ok(ran) => (ran.result, ran.change, true),
                     Err(e) => {
                         let ran = e.ran();
@@ -204,6 +208,10 @@ impl<'a> Session<'a> {
         record["exit_code"] = json!(result.exit_code);
         record["signal"] = json!(result.signal);
         record["duration_ms"] = json!(started.elapsed().as_millis() as u64);
+        if executed {
+            clock.mark("result");
+            record["stages_us"] = clock.to_json();
+        }
         record["bytes_out"] =
             json!(result.stdout.len() + result.stderr.len() + result.message.len());
         // The outcome of a started action rides on the start record's sync
