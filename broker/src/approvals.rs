@@ -252,7 +252,7 @@ fn valid_id(id: &str) -> bool {
 }
 
 fn random_id() -> Result<String> {
-    crate::project::random_hex(6)
+    Ok(crate::project::random_hex(6)?)
 }
 
 /// Holds the directory's exclusive lock.
@@ -375,7 +375,10 @@ impl Approvals {
 
     /// Writes atomically (see [`crate::project::write_atomic`]).
     fn write(&self, a: &Approval) -> Result<()> {
-        crate::project::write_atomic(&self.path_of(&a.id), &serde_json::to_vec_pretty(a)?)
+        Ok(crate::project::write_atomic(
+            &self.path_of(&a.id),
+            &serde_json::to_vec_pretty(a)?,
+        )?)
     }
 
     /// Every readable approval, oldest first, and the problems with unreadable

@@ -785,7 +785,8 @@ fn configuration(layout: &Layout, project: &Result<Project>) -> Row {
 }
 
 pub fn run(layout: &Layout, as_json: bool) -> Result<i32> {
-    let project = Project::load(layout.clone());
+    // Through anyhow: `{e:#}` below shows the causes too.
+    let project = Project::load(layout.clone()).map_err(anyhow::Error::from);
     let mut rows = vec![
         configuration(layout, &project),
         landlock_abi(),

@@ -285,7 +285,7 @@ enum AuditCommand {
 
 fn layout_for(root: &Option<PathBuf>) -> Result<project::Layout> {
     match root {
-        Some(r) => project::Layout::standalone(r),
+        Some(r) => Ok(project::Layout::standalone(r)?),
         None => Ok(project::Layout::installed()),
     }
 }

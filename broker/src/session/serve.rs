@@ -91,15 +91,17 @@ impl<'a> Session<'a> {
         if stamp == self.policy_stamp {
             return Ok(());
         }
-        let loaded = Project::load_policy(&self.ctx.layout).and_then(|(path, policy, _)| {
-            let engine = crate::planner::engine_for_layout(
-                &self.ctx.layout,
-                &path,
-                &policy,
-                self.ctx.secrets.delivery_files(),
-            )?;
-            Ok((path, policy, engine))
-        });
+        let loaded = Project::load_policy(&self.ctx.layout)
+            .map_err(anyhow::Error::from)
+            .and_then(|(path, policy, _)| {
+                let engine = crate::planner::engine_for_layout(
+                    &self.ctx.layout,
+                    &path,
+                    &policy,
+                    self.ctx.secrets.delivery_files(),
+                )?;
+                Ok((path, policy, engine))
+            });
         match loaded {
             Ok((path, policy, engine)) => {
                 self.policy_stamp = stamp;
