@@ -278,7 +278,7 @@ pub fn execute(
         .exec_path
         .parent()
         .ok_or_else(|| anyhow::anyhow!("the executor has no directory"))
-        .and_then(|dir| crate::spawn::checked(dir, NET_BINARY))
+        .and_then(|dir| Ok(crate::spawn::checked(dir, NET_BINARY)?))
     {
         Ok(p) => p,
         Err(e) => return refused(ToolStatus::Error, format!("{e:#}; nothing was sent")),

@@ -98,7 +98,7 @@ fn user(name: &str, what: &'static str) -> Row {
         Err(e) => row(
             what,
             false,
-            format!("{e:#}"),
+            sysward_broker::error::chain(&e),
             format!("useradd --system --no-create-home --shell /usr/sbin/nologin {name}"),
         ),
     }
@@ -138,7 +138,7 @@ fn binaries() -> Row {
         "sysward-net",
     ] {
         if let Err(e) = sysward_broker::spawn::sibling(b) {
-            problems.push(format!("{e:#}"));
+            problems.push(sysward_broker::error::chain(&e));
         }
     }
     if problems.is_empty() {

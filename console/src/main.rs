@@ -351,10 +351,10 @@ fn real_main() -> Result<i32> {
         Command::Broker { root, socket } => exec_daemon(root, socket),
         Command::Doctor { root, json } => doctor::run(&layout_for(&root)?, json),
         Command::Init { dir } => match dir {
-            Some(d) => sysward_broker::init::run(&d, true),
+            Some(d) => Ok(sysward_broker::init::run(&d, true)?),
             None => {
                 require_root("sysward init (of /etc/sysward)")?;
-                sysward_broker::init::run(Path::new("/etc/sysward"), false)
+                Ok(sysward_broker::init::run(Path::new("/etc/sysward"), false)?)
             }
         },
         Command::Status { root, socket, json } => {
