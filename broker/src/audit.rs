@@ -393,7 +393,7 @@ pub fn verify_seals(path: &Path, head_path: &Path, k0: [u8; 32]) -> Result<SealR
             (None, _) => Some(
                 "the log has no sealing set-up record: sealing was never set up for this log, or the log was rewritten from its start".to_string(),
             ),
-            (Some(_), Err(e)) => Some(format!("{e:#}")),
+            (Some(_), Err(e)) => Some(crate::error::chain(&e)),
             (Some(next), Ok(None)) => Some(format!(
                 "the sealing state is gone (the seals end before epoch {next}): sealing was stopped on the host"
             )),
