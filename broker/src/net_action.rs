@@ -264,7 +264,10 @@ pub fn execute(
     if let Err(e) = run.audit.record(start_record) {
         return refused(
             ToolStatus::Error,
-            format!("the audit log cannot be written, so nothing was sent: {e:#}"),
+            format!(
+                "the audit log cannot be written, so nothing was sent: {}",
+                crate::error::chain(&e)
+            ),
         );
     }
     let started = Instant::now();

@@ -81,7 +81,7 @@ pub fn collect(layout: &Layout, standalone: bool, socket: &Path) -> Value {
                 None => json!({"intact": true, "records": a.records}),
                 Some(b) => json!({"intact": false, "break_at": b.line, "problem": b.problem}),
             },
-            Err(e) => json!({"error": format!("{e:#}")}),
+            Err(e) => json!({"error": sysward_broker::error::chain(&e)}),
         };
     } else {
         v["tasks"] =

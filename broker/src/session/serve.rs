@@ -16,12 +16,12 @@ impl<'a> Session<'a> {
     /// Appends to the audit log with every known secret masked.
     pub(super) fn audit(&self, mut record: serde_json::Value) -> Result<u64> {
         self.secrets.redactor().redact_json(&mut record);
-        self.ctx.audit.record(record)
+        Ok(self.ctx.audit.record(record)?)
     }
 
     pub(super) fn audit_lazy(&self, mut record: serde_json::Value) -> Result<u64> {
         self.secrets.redactor().redact_json(&mut record);
-        self.ctx.audit.record_lazy(record)
+        Ok(self.ctx.audit.record_lazy(record)?)
     }
 
     pub(super) fn answer(&mut self, answer: AgentAnswer) -> Result<()> {
