@@ -257,7 +257,7 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
                 Ok(Err(text)) => OperatorAnswer::Done { ok: false, text },
                 Err(e) => OperatorAnswer::Done {
                     ok: false,
-                    text: format!("{e:#}"),
+                    text: crate::error::chain(&e),
                 },
             };
             tx.send(&answer)?;
@@ -271,7 +271,7 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
                 },
                 Err(e) => OperatorAnswer::Done {
                     ok: false,
-                    text: format!("{e:#}"),
+                    text: crate::error::chain(&e),
                 },
             };
             tx.send(&answer)?;

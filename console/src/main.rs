@@ -494,8 +494,8 @@ fn real_main() -> Result<i32> {
             approve_task(
                 &task,
                 yes,
-                || sysward_broker::approvals::list_json(&layout),
-                |id| sysward_broker::approvals::cmd_approve(&layout, &audit, id),
+                || Ok(sysward_broker::approvals::list_json(&layout)?),
+                |id| Ok(sysward_broker::approvals::cmd_approve(&layout, &audit, id)?),
             )
         }
         Command::Approve {
@@ -517,13 +517,20 @@ fn real_main() -> Result<i32> {
             let layout = layout_for(&root)?;
             let audit = audit::Audit::open(&layout.audit_log(), &layout.audit_head())?;
             let id = id.context("an approval id, or --task TASK_FILE")?;
-            sysward_broker::approvals::cmd_approve(&layout, &audit, &id)
+            Ok(sysward_broker::approvals::cmd_approve(
+                &layout, &audit, &id,
+            )?)
         }
         Command::Deny { id, note, root, .. } => {
             require_root("sysward deny --root")?;
             let layout = layout_for(&root)?;
             let audit = audit::Audit::open(&layout.audit_log(), &layout.audit_head())?;
-            sysward_broker::approvals::cmd_deny(&layout, &audit, &id, note.as_deref())
+            Ok(sysward_broker::approvals::cmd_deny(
+                &layout,
+                &audit,
+                &id,
+                note.as_deref(),
+            )?)
         }
         Command::Audit {
             command:
