@@ -712,7 +712,7 @@ impl Proc {
 
 /// Where saved outputs go; created on demand (0700).
 pub fn ensure_tmp(dir: &Path) -> Result<()> {
-    crate::project::ensure_private_dir(dir)
+    Ok(crate::project::ensure_private_dir(dir)?)
 }
 
 /// A pipe whose read end becomes a command's stdin; a thread writes `data`

@@ -22,7 +22,6 @@
 
 use crate::audit::Audit;
 use crate::project::Layout;
-use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fs::{self, File, OpenOptions};
@@ -195,8 +194,71 @@ pub enum ApprovalError {
     #[error("{0:?} is not an approval id (12 hex digits)")]
     BadId(String),
     #[error(transparent)]
-    Other(#[from] anyhow::Error),
+    Other(#[from] ApprovalsError),
 }
+
+/// Why the approvals directory or one of its files cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ApprovalsError {
+    #[error("cannot create {}", .path.display())]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot stat {}", .path.display())]
+    Stat {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is not a real directory; refusing to keep approvals there", .0.display())]
+    NotARealDirectory(PathBuf),
+    #[error("{} is owned by uid {uid}, not {euid}: chown root:root {}", .path.display(), .path.display())]
+    WrongOwner { path: PathBuf, uid: u32, euid: u32 },
+    #[error("{} has mode {mode:o}: chmod 700 {}", .path.display(), .path.display())]
+    OpenToOthers { path: PathBuf, mode: u32 },
+    /// The cause is part of the message.
+    #[error("cannot lock {}: {error}", .path.display())]
+    Lock {
+        path: PathBuf,
+        error: nix::errno::Errno,
+    },
+    #[error("cannot open {}", .path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is not a private regular file of this user: ignored", .0.display())]
+    NotPrivate(PathBuf),
+    #[error("{} is too large: ignored", .0.display())]
+    TooLarge(PathBuf),
+    #[error("{} is not an approval", .path.display())]
+    NotAnApproval {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{}: its id does not match its file name: ignored", .0.display())]
+    IdMismatch(PathBuf),
+    #[error("cannot list {}", .path.display())]
+    List {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Project(#[from] crate::project::ProjectError),
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+type Result<T, E = ApprovalsError> = std::result::Result<T, E>;
 
 /// What `create` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -252,7 +314,7 @@ fn valid_id(id: &str) -> bool {
 }
 
 fn random_id() -> Result<String> {
-    crate::project::random_hex(6)
+    Ok(crate::project::random_hex(6)?)
 }
 
 /// Holds the directory's exclusive lock.
@@ -274,34 +336,36 @@ impl Approvals {
         match fs::symlink_metadata(dir) {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                fs::create_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+                fs::create_dir(dir).map_err(|source| ApprovalsError::Create {
+                    path: dir.to_path_buf(),
+                    source,
+                })?;
                 fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
             }
-            Err(e) => return Err(e).with_context(|| format!("cannot stat {}", dir.display())),
+            Err(source) => {
+                return Err(ApprovalsError::Stat {
+                    path: dir.to_path_buf(),
+                    source,
+                })
+            }
         }
         let meta = fs::symlink_metadata(dir)?;
         if meta.file_type().is_symlink() || !meta.is_dir() {
-            bail!(
-                "{} is not a real directory; refusing to keep approvals there",
-                dir.display()
-            );
+            return Err(ApprovalsError::NotARealDirectory(dir.to_path_buf()));
         }
         let euid = nix::unistd::geteuid().as_raw();
         if meta.uid() != euid {
-            bail!(
-                "{} is owned by uid {}, not {euid}: chown root:root {}",
-                dir.display(),
-                meta.uid(),
-                dir.display()
-            );
+            return Err(ApprovalsError::WrongOwner {
+                path: dir.to_path_buf(),
+                uid: meta.uid(),
+                euid,
+            });
         }
         if meta.mode() & 0o077 != 0 {
-            bail!(
-                "{} has mode {:o}: chmod 700 {}",
-                dir.display(),
-                meta.mode() & 0o7777,
-                dir.display()
-            );
+            return Err(ApprovalsError::OpenToOthers {
+                path: dir.to_path_buf(),
+                mode: meta.mode() & 0o7777,
+            });
         }
         Ok(Approvals {
             dir: dir.to_path_buf(),
@@ -328,8 +392,12 @@ impl Approvals {
     fn lock(&self) -> Result<DirLock> {
         let path = self.dir.join(".lock");
         let file = crate::project::open_lock_file(&path)?;
-        let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
-            .map_err(|(_, e)| anyhow::anyhow!("cannot lock {}: {e}", path.display()))?;
+        let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).map_err(
+            |(_, error)| ApprovalsError::Lock {
+                path: path.clone(),
+                error,
+            },
+        )?;
         Ok(DirLock { _lock: lock })
     }
 
@@ -342,40 +410,43 @@ impl Approvals {
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
             .open(path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
+            .map_err(|source| ApprovalsError::Open {
+                path: path.to_path_buf(),
+                source,
+            })?;
         let meta = file.metadata()?;
         if !meta.is_file()
             || meta.uid() != nix::unistd::geteuid().as_raw()
             || meta.mode() & 0o077 != 0
         {
-            bail!(
-                "{} is not a private regular file of this user: ignored",
-                path.display()
-            );
+            return Err(ApprovalsError::NotPrivate(path.to_path_buf()));
         }
         let mut text = String::new();
         file.take(MAX_FILE + 1).read_to_string(&mut text)?;
         if text.len() as u64 > MAX_FILE {
-            bail!("{} is too large: ignored", path.display());
+            return Err(ApprovalsError::TooLarge(path.to_path_buf()));
         }
-        let a: Approval = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not an approval", path.display()))?;
+        let a: Approval =
+            serde_json::from_str(&text).map_err(|source| ApprovalsError::NotAnApproval {
+                path: path.to_path_buf(),
+                source,
+            })?;
         let stem = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         if a.id != stem || !valid_id(&a.id) {
-            bail!(
-                "{}: its id does not match its file name: ignored",
-                path.display()
-            );
+            return Err(ApprovalsError::IdMismatch(path.to_path_buf()));
         }
         Ok(a)
     }
 
     /// Writes atomically (see [`crate::project::write_atomic`]).
     fn write(&self, a: &Approval) -> Result<()> {
-        crate::project::write_atomic(&self.path_of(&a.id), &serde_json::to_vec_pretty(a)?)
+        Ok(crate::project::write_atomic(
+            &self.path_of(&a.id),
+            &serde_json::to_vec_pretty(a)?,
+        )?)
     }
 
     /// Every readable approval, oldest first, and the problems with unreadable
@@ -383,9 +454,10 @@ impl Approvals {
     pub fn list_with_problems(&self) -> Result<(Vec<Approval>, Vec<String>)> {
         let mut list = Vec::new();
         let mut problems = Vec::new();
-        for entry in fs::read_dir(&self.dir)
-            .with_context(|| format!("cannot list {}", self.dir.display()))?
-        {
+        for entry in fs::read_dir(&self.dir).map_err(|source| ApprovalsError::List {
+            path: self.dir.clone(),
+            source,
+        })? {
             let entry = entry?;
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.starts_with('.') || !name.ends_with(".json") {
@@ -393,7 +465,7 @@ impl Approvals {
             }
             match self.read_one(&entry.path()) {
                 Ok(a) => list.push(a),
-                Err(e) => problems.push(format!("{e:#}")),
+                Err(e) => problems.push(crate::error::chain(&e)),
             }
         }
         list.sort_by(|a, b| {

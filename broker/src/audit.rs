@@ -2,7 +2,6 @@
 //! sequence number, RFC 3339 time, the previous record's SHA-256 and its own.
 //! The chain is verified on open; a broken chain refuses new sessions.
 
-use anyhow::{bail, Context, Result};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions};
@@ -77,6 +76,79 @@ struct State {
     sealer: Option<crate::seal::Sealer>,
 }
 
+/// Why the audit log cannot be read, verified or written.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("cannot lock the audit log")]
+    Lock(#[source] std::io::Error),
+    #[error("cannot read {}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot open the audit anchor {}", .path.display())]
+    OpenAnchor {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the audit anchor {} is not a regular file", .0.display())]
+    AnchorNotAFile(PathBuf),
+    #[error("the audit head anchor {} is unreadable", .0.display())]
+    AnchorUnreadable(PathBuf),
+    #[error(
+        "the audit log {} is broken at record {line}: {problem}. New sessions are refused until an operator inspects it with `sysward audit verify` and acknowledges the break with `sysward audit verify --acknowledge`",
+        .path.display()
+    )]
+    Broken {
+        path: PathBuf,
+        line: u64,
+        problem: String,
+    },
+    #[error("cannot open the audit log {}", .path.display())]
+    OpenLog {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the audit log {} is readable or writable by others: chmod 600 it", .0.display())]
+    OpenToOthers(PathBuf),
+    #[error("audit state poisoned")]
+    Poisoned,
+    #[error("cannot move the audit seal to its next epoch")]
+    SealAdvance(#[source] crate::seal::SealError),
+    #[error("the audit log changed under this process and is broken at record {line}: {problem}")]
+    ChangedBroken { line: u64, problem: String },
+    #[error(
+        "cannot append to the audit log {} (the log was cut back to its last complete record)",
+        .path.display()
+    )]
+    Append {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start the audit writer")]
+    Writer(#[source] std::io::Error),
+    #[error("cannot move {} aside", .path.display())]
+    MoveAside {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Seal(#[from] crate::seal::SealError),
+    #[error(transparent)]
+    Mirror(#[from] crate::audit_mirror::MirrorError),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+type Result<T, E = AuditError> = std::result::Result<T, E>;
+
 /// Holds an exclusive flock on the log for one read-modify-append, so several
 /// processes can append to one chain.
 /// It holds the descriptor's number, not a borrow: the log's file lives in
@@ -94,7 +166,7 @@ impl LogLock {
             }
             let err = std::io::Error::last_os_error();
             if err.kind() != std::io::ErrorKind::Interrupted {
-                return Err(err).context("cannot lock the audit log");
+                return Err(AuditError::Lock(err));
             }
         }
     }
@@ -228,7 +300,7 @@ pub fn verify(path: &Path, head_path: &Path) -> Result<Verified> {
                 v.records
             )),
             Ok(None) => None,
-            Err(e) => Some(format!("{e:#}")),
+            Err(e) => Some(crate::error::chain(&e)),
         };
         if let Some(problem) = problem {
             v.first_break = Some(ChainBreak {
@@ -264,8 +336,10 @@ fn walk_log(
     let mut first_break = None;
     let mut unfinished = None;
     if path.exists() {
-        let file = crate::project::open_regular(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        let file = crate::project::open_regular(path).map_err(|source| AuditError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let mut reader = BufReader::new(file);
         let mut line = Vec::new();
         loop {
@@ -393,7 +467,7 @@ pub fn verify_seals(path: &Path, head_path: &Path, k0: [u8; 32]) -> Result<SealR
             (None, _) => Some(
                 "the log has no sealing set-up record: sealing was never set up for this log, or the log was rewritten from its start".to_string(),
             ),
-            (Some(_), Err(e)) => Some(format!("{e:#}")),
+            (Some(_), Err(e)) => Some(crate::error::chain(&e)),
             (Some(next), Ok(None)) => Some(format!(
                 "the sealing state is gone (the seals end before epoch {next}): sealing was stopped on the host"
             )),
@@ -457,12 +531,12 @@ fn write_head(head_path: &Path, seq: u64, hash: &str, sync: bool) -> Result<()> 
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(head_path)
-        .with_context(|| format!("cannot open the audit anchor {}", head_path.display()))?;
+        .map_err(|source| AuditError::OpenAnchor {
+            path: head_path.to_path_buf(),
+            source,
+        })?;
     if !file.metadata()?.is_file() {
-        bail!(
-            "the audit anchor {} is not a regular file",
-            head_path.display()
-        );
+        return Err(AuditError::AnchorNotAFile(head_path.to_path_buf()));
     }
     file.write_all_at(text.as_bytes(), 0)?;
     if file.metadata()?.len() != text.len() as u64 {
@@ -487,14 +561,14 @@ fn read_head(head_path: &Path) -> Result<Option<(u64, String)>> {
             let hash = parts.next().map(str::to_string);
             match (seq, hash) {
                 (Some(seq), Some(hash)) => Ok(Some((seq, hash))),
-                _ => bail!(
-                    "the audit head anchor {} is unreadable",
-                    head_path.display()
-                ),
+                _ => Err(AuditError::AnchorUnreadable(head_path.to_path_buf())),
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", head_path.display())),
+        Err(source) => Err(AuditError::Read {
+            path: head_path.to_path_buf(),
+            source,
+        }),
     }
 }
 
@@ -505,12 +579,11 @@ impl Audit {
     pub fn open(path: &Path, head_path: &Path) -> Result<Audit> {
         let verified = verify(path, head_path)?;
         if let Some(b) = &verified.first_break {
-            bail!(
-                "the audit log {} is broken at record {}: {}. New sessions are refused until an operator inspects it with `sysward audit verify` and acknowledges the break with `sysward audit verify --acknowledge`",
-                path.display(),
-                b.line,
-                b.problem
-            );
+            return Err(AuditError::Broken {
+                path: path.to_path_buf(),
+                line: b.line,
+                problem: b.problem.clone(),
+            });
         }
         let file = OpenOptions::new()
             .append(true)
@@ -518,13 +591,13 @@ impl Audit {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)
-            .with_context(|| format!("cannot open the audit log {}", path.display()))?;
+            .map_err(|source| AuditError::OpenLog {
+                path: path.to_path_buf(),
+                source,
+            })?;
         let meta = file.metadata()?;
         if meta.mode() & 0o077 != 0 {
-            bail!(
-                "the audit log {} is readable or writable by others: chmod 600 it",
-                path.display()
-            );
+            return Err(AuditError::OpenToOthers(path.to_path_buf()));
         }
         Ok(Audit {
             path: path.to_path_buf(),
@@ -583,10 +656,7 @@ impl Audit {
 
     /// Makes every record written so far durable, and the anchor follow.
     pub fn sync(&self) -> Result<()> {
-        let mut state = self
-            .state
-            .lock()
-            .map_err(|_| anyhow::anyhow!("audit state poisoned"))?;
+        let mut state = self.state.lock().map_err(|_| AuditError::Poisoned)?;
         let state = &mut *state;
         if !state.unsynced {
             return Ok(());
@@ -599,10 +669,7 @@ impl Audit {
     }
 
     fn append(&self, event: Value, sync: bool) -> Result<u64> {
-        let mut state = self
-            .state
-            .lock()
-            .map_err(|_| anyhow::anyhow!("audit state poisoned"))?;
+        let mut state = self.state.lock().map_err(|_| AuditError::Poisoned)?;
         let state = &mut *state;
         let _lock = LogLock::take(&state.file)?;
         let seq = self.append_locked(state, event, sync)?;
@@ -622,9 +689,7 @@ impl Audit {
             json!({"event": "seal", "epoch": sealer.epoch, "tag": sealer.seal(&state.last_hash)});
         self.append_locked(state, event, true)?;
         if let Some(sealer) = state.sealer.as_mut() {
-            sealer
-                .advance()
-                .context("cannot move the audit seal to its next epoch")?;
+            sealer.advance().map_err(AuditError::SealAdvance)?;
         }
         Ok(())
     }
@@ -635,11 +700,10 @@ impl Audit {
             // Someone else appended: continue their chain, after checking it.
             let v = verify_log(&self.path)?;
             if let Some(b) = v.first_break {
-                bail!(
-                    "the audit log changed under this process and is broken at record {}: {}",
-                    b.line,
-                    b.problem
-                );
+                return Err(AuditError::ChangedBroken {
+                    line: b.line,
+                    problem: b.problem,
+                });
             }
             state.seq = v.records;
             state.last_hash = v.last_hash;
@@ -670,10 +734,10 @@ impl Audit {
             let _ = state.file.set_len(len);
             let _ = state.file.sync_data();
             state.last_failure = Some(format!("record {seq}: {e}"));
-            return Err(anyhow::Error::new(e).context(format!(
-                "cannot append to the audit log {} (the log was cut back to its last complete record)",
-                self.path.display()
-            )));
+            return Err(AuditError::Append {
+                path: self.path.clone(),
+                source: e,
+            });
         }
         if sync {
             state.file.sync_data()?;
@@ -698,10 +762,7 @@ impl Audit {
 
     /// Writes the head anchor (last sequence and hash) apart from the log.
     pub fn anchor(&self) -> Result<(u64, String)> {
-        let mut state = self
-            .state
-            .lock()
-            .map_err(|_| anyhow::anyhow!("audit state poisoned"))?;
+        let mut state = self.state.lock().map_err(|_| AuditError::Poisoned)?;
         let state = &mut *state;
         let _lock = LogLock::take(&state.file)?;
         if state.unsynced {
@@ -748,12 +809,18 @@ pub enum OpenGate {
 #[derive(Debug, thiserror::Error)]
 pub enum StartRecordError {
     /// Not written: the gate stayed shut and nothing ran.
-    #[error("the audit log cannot be written, so nothing ran: {0:#}")]
-    NotWritten(anyhow::Error),
+    #[error(
+        "the audit log cannot be written, so nothing ran: {}",
+        crate::error::chain(.0)
+    )]
+    NotWritten(AuditError),
     /// Written, the gate opened, then the sync failed: the action (one that
     /// changes nothing) may have run; its output must be withheld.
-    #[error("the action ran (it changes nothing), but its audit record could not be made durable, so its output is withheld: {0:#}")]
-    NotDurable(anyhow::Error),
+    #[error(
+        "the action ran (it changes nothing), but its audit record could not be made durable, so its output is withheld: {}",
+        crate::error::chain(.0)
+    )]
+    NotDurable(AuditError),
     #[error("the audit writer stopped, so nothing ran")]
     WriterGone,
 }
@@ -784,7 +851,7 @@ impl Writer {
                         .send(write_job(&audit, job.event, job.open, job.then_open));
                 }
             })
-            .context("cannot start the audit writer")?;
+            .map_err(AuditError::Writer)?;
         Ok(Writer { jobs })
     }
 
@@ -851,8 +918,10 @@ pub fn acknowledge_break(layout: &crate::project::Layout, brk: &ChainBreak) -> R
     let stamp = time::OffsetDateTime::now_utc().unix_timestamp();
     let aside = log.with_file_name(format!("audit.log.broken-{stamp}"));
     if log.exists() {
-        std::fs::rename(&log, &aside)
-            .with_context(|| format!("cannot move {} aside", log.display()))?;
+        std::fs::rename(&log, &aside).map_err(|source| AuditError::MoveAside {
+            path: log.clone(),
+            source,
+        })?;
     }
     let head = layout.audit_head();
     let old_head = std::fs::read_to_string(&head).unwrap_or_default();
@@ -863,8 +932,10 @@ pub fn acknowledge_break(layout: &crate::project::Layout, brk: &ChainBreak) -> R
     let seal_aside = seal.with_file_name(format!("audit.seal.broken-{stamp}"));
     let sealed = seal.exists();
     if sealed {
-        std::fs::rename(&seal, &seal_aside)
-            .with_context(|| format!("cannot move {} aside", seal.display()))?;
+        std::fs::rename(&seal, &seal_aside).map_err(|source| AuditError::MoveAside {
+            path: seal.clone(),
+            source,
+        })?;
     }
     let audit = Audit::open(&log, &head)?;
     audit.record(json!({

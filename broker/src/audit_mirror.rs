@@ -6,7 +6,6 @@
 //! attacker also rewrites the journal (journald's own sealing, `journalctl
 //! --setup-keys`, covers that).
 
-use anyhow::{Context, Result};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -78,7 +77,16 @@ fn send_syslog(message: &str) -> bool {
 }
 
 /// The anchors the journal holds for `log`: (sequence, hash), oldest first.
-pub fn read(log: &Path) -> Result<Vec<(u64, String)>> {
+/// Why the journal's anchors cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum MirrorError {
+    #[error("cannot run journalctl (is this host's journal available?)")]
+    Run(#[source] std::io::Error),
+    #[error("journalctl failed: {0}")]
+    Failed(String),
+}
+
+pub fn read(log: &Path) -> Result<Vec<(u64, String)>, MirrorError> {
     let out = std::process::Command::new("journalctl")
         .args([
             "--no-pager",
@@ -89,12 +97,12 @@ pub fn read(log: &Path) -> Result<Vec<(u64, String)>> {
         .arg(format!("SYSWARD_AUDIT_LOG={}", log.display()))
         .stdin(std::process::Stdio::null())
         .output()
-        .context("cannot run journalctl (is this host's journal available?)")?;
+        .map_err(MirrorError::Run)?;
     if !out.status.success() {
-        anyhow::bail!(
-            "journalctl failed: {}",
-            crate::sanitize::one_line(&String::from_utf8_lossy(&out.stderr), 500)
-        );
+        return Err(MirrorError::Failed(crate::sanitize::one_line(
+            &String::from_utf8_lossy(&out.stderr),
+            500,
+        )));
     }
     let mut anchors = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {

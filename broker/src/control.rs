@@ -197,13 +197,13 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
     let timeout_fd = reader_fd.try_clone()?;
     let mut rx = Channel::new(reader_fd);
     if let Err(e) = operator_channel::greet(&tx, &mut rx) {
-        if format!("{e:#}").contains("EAGAIN") {
+        if crate::error::chain(&e).contains("EAGAIN") {
             bail!(
                 "a client said nothing within {} s of connecting: dropped",
                 HANDSHAKE_TIMEOUT.as_secs()
             );
         }
-        return Err(e);
+        return Err(e.into());
     }
     let first =
         crate::operator_dispatch::recv(&mut rx, crate::operator_dispatch::OperatorState::Opening);
@@ -257,7 +257,7 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
                 Ok(Err(text)) => OperatorAnswer::Done { ok: false, text },
                 Err(e) => OperatorAnswer::Done {
                     ok: false,
-                    text: format!("{e:#}"),
+                    text: crate::error::chain(&e),
                 },
             };
             tx.send(&answer)?;
@@ -271,7 +271,7 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
                 },
                 Err(e) => OperatorAnswer::Done {
                     ok: false,
-                    text: format!("{e:#}"),
+                    text: crate::error::chain(&e),
                 },
             };
             tx.send(&answer)?;

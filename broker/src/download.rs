@@ -185,7 +185,7 @@ pub fn open_dir(plan: &DownloadPlan, state_dir: &Path) -> Result<(OwnedFd, Strin
         .parent()
         .ok_or_else(|| "the target has no directory".to_string())?;
     if dir == state_dir.join(DOWNLOADS_DIR) {
-        crate::project::ensure_private_dir(dir).map_err(|e| format!("{e:#}"))?;
+        crate::project::ensure_private_dir(dir).map_err(|e| crate::error::chain(&e))?;
     }
     let how = OpenHow::new()
         .flags(OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_RDONLY)
@@ -226,7 +226,7 @@ pub struct TempFile<'a> {
 
 impl<'a> TempFile<'a> {
     pub fn create(dir: &'a OwnedFd, for_name: &str, kind: &str) -> Result<TempFile<'a>, String> {
-        let tag = crate::project::random_hex(4).map_err(|e| format!("{e:#}"))?;
+        let tag = crate::project::random_hex(4).map_err(|e| crate::error::chain(&e))?;
         let n = u64::from_str_radix(&tag, 16).unwrap_or(0);
         let mut short: String = for_name.chars().take(64).collect();
         short.retain(|c| c != '/');

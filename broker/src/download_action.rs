@@ -107,7 +107,10 @@ pub fn download(
     if let Err(e) = crate::stale_temps::note(run.layout, std::slice::from_ref(&dir_path)) {
         fail!(
             ToolStatus::Error,
-            format!("cannot note the download's directory, so nothing was downloaded: {e:#}")
+            format!(
+                "cannot note the download's directory, so nothing was downloaded: {}",
+                crate::error::chain(&e)
+            )
         );
     }
     let _noted = Noted(run.layout);

@@ -3,11 +3,10 @@
 //! with the policy block at its safe default and a comment per directive, and
 //! one read-only example task. It never overwrites a file.
 
-use anyhow::{bail, Context, Result};
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const INIT_CONF: &str = include_str!("../../packaging/etc/init.conf");
 const AGENT_MD: &str = include_str!("../../packaging/etc/agent.md");
@@ -15,12 +14,30 @@ const EXAMPLE_TASK: &str = include_str!("../templates/01-health-check.md");
 
 /// Creates what is missing in `dir` and says what it did; returns the exit
 /// status (0, or 1 when a file could not be written).
-pub fn run(dir: &Path, standalone: bool) -> Result<i32> {
+/// Why the project directory cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    #[error("{} exists and is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("cannot create {}", .path.display())]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+pub fn run(dir: &Path, standalone: bool) -> Result<i32, InitError> {
     if fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
-        bail!("{} exists and is not a directory", dir.display());
+        return Err(InitError::NotADirectory(dir.to_path_buf()));
     }
     if !dir.exists() {
-        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        fs::create_dir_all(dir).map_err(|source| InitError::Create {
+            path: dir.to_path_buf(),
+            source,
+        })?;
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
         println!("created {} (0700)", dir.display());
     }

@@ -20,6 +20,7 @@ pub mod cve_action;
 pub mod cve_render;
 pub mod download;
 pub mod download_action;
+pub mod error;
 pub mod gateway_link;
 pub mod init;
 pub mod journal;

@@ -64,7 +64,7 @@ fn parse_args(args: impl Iterator<Item = std::ffi::OsString>) -> Result<Mode> {
 
 fn layout_for(root: &Option<PathBuf>) -> Result<project::Layout> {
     match root {
-        Some(r) => project::Layout::standalone(r),
+        Some(r) => Ok(project::Layout::standalone(r)?),
         None => Ok(project::Layout::installed()),
     }
 }

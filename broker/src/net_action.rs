@@ -264,7 +264,10 @@ pub fn execute(
     if let Err(e) = run.audit.record(start_record) {
         return refused(
             ToolStatus::Error,
-            format!("the audit log cannot be written, so nothing was sent: {e:#}"),
+            format!(
+                "the audit log cannot be written, so nothing was sent: {}",
+                crate::error::chain(&e)
+            ),
         );
     }
     let started = Instant::now();
@@ -278,7 +281,7 @@ pub fn execute(
         .exec_path
         .parent()
         .ok_or_else(|| anyhow::anyhow!("the executor has no directory"))
-        .and_then(|dir| crate::spawn::checked(dir, NET_BINARY))
+        .and_then(|dir| Ok(crate::spawn::checked(dir, NET_BINARY)?))
     {
         Ok(p) => p,
         Err(e) => return refused(ToolStatus::Error, format!("{e:#}; nothing was sent")),

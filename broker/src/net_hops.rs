@@ -292,7 +292,12 @@ fn one_hop(
         Stdio::null(),
     ) {
         Ok(c) => c,
-        Err(e) => return failed(format!("cannot start {NET_BINARY}: {e:#}")),
+        Err(e) => {
+            return failed(format!(
+                "cannot start {NET_BINARY}: {}",
+                crate::error::chain(&e)
+            ))
+        }
     };
     let pid = Pid::from_raw(child.id() as i32);
     let stop = |child: &mut std::process::Child| {

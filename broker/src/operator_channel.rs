@@ -7,7 +7,6 @@ use crate::cancel::CancelToken;
 use crate::operator::Operator;
 use crate::operator_dispatch::{self, OperatorState};
 use crate::session::{self, BrokerContext, SessionRequest};
-use anyhow::{bail, Result};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::Mutex;
 use sysward_ipc::agent::{AgentEvent, SessionMode};
@@ -22,23 +21,41 @@ const EVENT_TEXT_MAX: usize = 64 << 10;
 /// Requests one session's operator may have waiting (at most 64 KiB each).
 pub const INPUT_QUEUE: usize = 32;
 
+/// Why an operator's channel was not greeted or its session not served.
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorChannelError {
+    #[error(
+        "version mismatch: client {client}, broker {BUILD_VERSION}; use the sysward binary that matches the running broker"
+    )]
+    VersionMismatch { client: String },
+    #[error("operator did not open with hello")]
+    NoHello,
+    #[error(transparent)]
+    Channel(#[from] sysward_ipc::ChannelError),
+    /// The cancel pipe or the reader thread.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+type Result<T, E = OperatorChannelError> = std::result::Result<T, E>;
+
 /// Reads the console's `Hello` and welcomes it, or tells it why not (another
 /// build than this broker's, or anything but a hello first).
 pub fn greet(tx: &Channel, rx: &mut Channel) -> Result<()> {
     match operator_dispatch::recv(rx, OperatorState::AwaitHello) {
         Ok(OperatorRequest::Hello { build }) if build == BUILD_VERSION => {}
         Ok(OperatorRequest::Hello { build }) => {
-            let message = format!("version mismatch: client {build}, broker {BUILD_VERSION}; use the sysward binary that matches the running broker");
+            let refused = OperatorChannelError::VersionMismatch { client: build };
             tx.send(&OperatorAnswer::Error {
-                message: message.clone(),
+                message: refused.to_string(),
             })?;
-            bail!(message);
+            return Err(refused);
         }
         Ok(_) | Err(sysward_ipc::ChannelError::Illegal { .. }) => {
             tx.send(&OperatorAnswer::Error {
                 message: "say hello first".to_string(),
             })?;
-            bail!("operator did not open with hello");
+            return Err(OperatorChannelError::NoHello);
         }
         Err(e) => return Err(e.into()),
     }

@@ -14,12 +14,70 @@
 //! here (`openat`/`renameat`), never through a path resolved again.
 
 use crate::project::Layout;
-use anyhow::{Context, Result};
+use crate::project::ProjectError;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+
+/// Why a pinned path cannot be opened or written.
+#[derive(Debug, thiserror::Error)]
+pub enum PinnedError {
+    #[error("cannot open the {what} {}", .path.display())]
+    Open {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot stat the {what} {}", .path.display())]
+    Stat {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is not one of the broker's directories", .0.display())]
+    NotPinned(PathBuf),
+    #[error("cannot create {}", .path.display())]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: nix::errno::Errno,
+    },
+    #[error("cannot open {}", .path.display())]
+    OpenAt {
+        path: PathBuf,
+        #[source]
+        source: nix::errno::Errno,
+    },
+    #[error("cannot stat {}", .path.display())]
+    StatAt {
+        path: PathBuf,
+        #[source]
+        source: nix::errno::Errno,
+    },
+    #[error(
+        "{} is not a directory of root's that only root may write; refusing to write into it",
+        .0.display()
+    )]
+    NotRootsOnly(PathBuf),
+    #[error("cannot chmod {}", .path.display())]
+    Chmod {
+        path: PathBuf,
+        #[source]
+        source: nix::errno::Errno,
+    },
+    #[error("path has no parent")]
+    NoParent,
+    #[error("path has no file name")]
+    NoFileName,
+    #[error(transparent)]
+    Project(#[from] ProjectError),
+}
+
+type Result<T> = std::result::Result<T, PinnedError>;
 
 /// One directory or file the broker depends on.
 struct Entry {
@@ -48,10 +106,16 @@ fn open_entry(what: &'static str, path: &Path, dir: bool) -> Result<Entry> {
         .read(true)
         .custom_flags(flags)
         .open(path)
-        .with_context(|| format!("cannot open the {what} {}", path.display()))?;
-    let meta = file
-        .metadata()
-        .with_context(|| format!("cannot stat the {what} {}", path.display()))?;
+        .map_err(|source| PinnedError::Open {
+            what,
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let meta = file.metadata().map_err(|source| PinnedError::Stat {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })?;
     Ok(Entry {
         what,
         path: path.to_path_buf(),
@@ -164,12 +228,17 @@ impl Pinned {
         use nix::sys::stat::{fstat, mkdirat, Mode};
         let held = self
             .dir(dir)
-            .with_context(|| format!("{} is not one of the broker's directories", dir.display()))?;
+            .ok_or_else(|| PinnedError::NotPinned(dir.to_path_buf()))?;
         let shown = dir.join(sub);
         let created = match mkdirat(held.as_fd(), sub, Mode::from_bits_truncate(0o755)) {
             Ok(()) => true,
             Err(nix::errno::Errno::EEXIST) => false,
-            Err(e) => return Err(e).with_context(|| format!("cannot create {}", shown.display())),
+            Err(source) => {
+                return Err(PinnedError::Create {
+                    path: shown,
+                    source,
+                })
+            }
         };
         let fd = openat(
             held.as_fd(),
@@ -177,19 +246,26 @@ impl Pinned {
             OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
             Mode::empty(),
         )
-        .with_context(|| format!("cannot open {}", shown.display()))?;
-        let st = fstat(&fd).with_context(|| format!("cannot stat {}", shown.display()))?;
+        .map_err(|source| PinnedError::OpenAt {
+            path: shown.clone(),
+            source,
+        })?;
+        let st = fstat(&fd).map_err(|source| PinnedError::StatAt {
+            path: shown.clone(),
+            source,
+        })?;
         if st.st_uid != 0 || st.st_mode & 0o022 != 0 {
-            anyhow::bail!(
-                "{} is not a directory of root's that only root may write; refusing to write into it",
-                shown.display()
-            );
+            return Err(PinnedError::NotRootsOnly(shown));
         }
         if created {
             // mkdirat's mode went through the broker's umask (0077 under
             // systemd): actions must be able to enter the directory.
-            nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o755))
-                .with_context(|| format!("cannot chmod {}", shown.display()))?;
+            nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o755)).map_err(|source| {
+                PinnedError::Chmod {
+                    path: shown.clone(),
+                    source,
+                }
+            })?;
         }
         for (name, bytes, mode) in files {
             crate::project::write_atomic_mode_in(
@@ -207,12 +283,12 @@ impl Pinned {
     /// through the held descriptor of its directory; a path outside the
     /// pinned directories is written through a descriptor opened now.
     pub fn write(&self, path: &Path, bytes: &[u8]) -> Result<()> {
-        let parent = path.parent().context("path has no parent")?;
-        let name = path.file_name().context("path has no file name")?;
-        match self.dir(parent) {
+        let parent = path.parent().ok_or(PinnedError::NoParent)?;
+        let name = path.file_name().ok_or(PinnedError::NoFileName)?;
+        Ok(match self.dir(parent) {
             Some(dir) => crate::project::write_atomic_in(dir.as_fd(), parent, name, bytes),
             None => crate::project::write_atomic(path, bytes),
-        }
+        }?)
     }
 }
 

@@ -2,13 +2,144 @@
 //! state goes, and the checks the seed makes before anything starts.
 
 use crate::config::{self, InitConf};
-use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use sysward_ipc::agent::TaskSpec;
+
+/// Why a project cannot be used, or a broker file not read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectError {
+    #[error(
+        "cannot read {} as uid {uid}: permission denied (the project's files are root's: run this as root)",
+        .path.display()
+    )]
+    Unreadable {
+        path: PathBuf,
+        uid: nix::unistd::Uid,
+    },
+    #[error("project directory {} does not exist", .0.display())]
+    NoProjectDir(PathBuf),
+    #[error("{} is a symlink; refusing to use it", .0.display())]
+    Symlink(PathBuf),
+    #[error("{} is not owned by root; fix it with `chown root:root {}`", .0.display(), .0.display())]
+    NotRootOwned(PathBuf),
+    #[error("{} exists and is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("cannot create {}", .path.display())]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "init.conf not found in PROJECT_ROOT ({}): copy an example init.conf there and set API_URL and MODEL",
+        .0.display()
+    )]
+    NoInitConf(PathBuf),
+    #[error("cannot use {}", .path.display())]
+    Config {
+        path: PathBuf,
+        #[source]
+        source: config::ConfigError,
+    },
+    #[error("{}: {error}", .path.display())]
+    Policy {
+        path: PathBuf,
+        error: sysward_policy::PolicyError,
+    },
+    #[error("cannot list {}", .path.display())]
+    List {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The cause is part of the message (as the seed says it).
+    #[error("cannot list {}: {error}", .path.display())]
+    ListDir {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("cannot stat {}: {error}", .path.display())]
+    Stat {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error(
+        "insecure project: {} is a shared directory like /tmp; use a private directory",
+        .0.display()
+    )]
+    SharedDirectory(PathBuf),
+    #[error(transparent)]
+    Insecure(#[from] Insecure),
+    #[error(
+        "ERROR: agent.md not found in PROJECT_ROOT ({}): create agent.md with the agent's rules and a ```policy block",
+        .0.display()
+    )]
+    NoAgentMd(PathBuf),
+    #[error("several agent.md variants ({0}): keep one")]
+    AgentMdVariants(String),
+    #[error("cannot open {} (symlinks, FIFOs and devices are refused)", .path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is larger than {max} bytes", .path.display())]
+    TooLarge { path: PathBuf, max: u64 },
+    #[error("{} is not UTF-8 text", .path.display())]
+    NotUtf8 {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot open lock {}", .path.display())]
+    OpenLock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "another sysward session is running on this project (pid {0}); wait for it or stop it. The lock frees itself when that process dies"
+    )]
+    Locked(String),
+    #[error("cannot read /dev/urandom")]
+    Urandom(#[source] std::io::Error),
+    #[error("path has no parent")]
+    NoParent,
+    #[error("path has no file name")]
+    NoFileName,
+    #[error("cannot open the directory {}", .path.display())]
+    OpenDirectory {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create {}", .path.display())]
+    CreateAt {
+        path: PathBuf,
+        #[source]
+        source: nix::errno::Errno,
+    },
+    #[error("cannot replace {}", .path.display())]
+    Replace {
+        path: PathBuf,
+        #[source]
+        source: nix::errno::Errno,
+    },
+    #[error("cannot sync {}", .path.display())]
+    Sync {
+        path: PathBuf,
+        #[source]
+        source: nix::errno::Errno,
+    },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+type Result<T> = std::result::Result<T, ProjectError>;
 
 /// agent.md and each task are at most 1 MiB (seed).
 pub const MAX_INSTRUCTION_FILE: u64 = 1 << 20;
@@ -30,7 +161,7 @@ impl Layout {
     pub fn standalone(root: &Path) -> Result<Layout> {
         let root = fs::canonicalize(root).map_err(|e| match e.kind() {
             std::io::ErrorKind::PermissionDenied => unreadable(root),
-            _ => anyhow::anyhow!("project directory {} does not exist", root.display()),
+            _ => ProjectError::NoProjectDir(root.to_path_buf()),
         })?;
         Ok(Layout {
             config_dir: root.clone(),
@@ -92,24 +223,22 @@ pub const INSTALLED_TOOLS_DIR: &str = "/var/lib/sysward-tools";
 /// access from anyone but root.
 pub fn ensure_tools_dir(dir: &Path) -> Result<()> {
     match fs::symlink_metadata(dir) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            bail!("{} is a symlink; refusing to use it", dir.display())
-        }
+        Ok(meta) if meta.file_type().is_symlink() => Err(ProjectError::Symlink(dir.to_path_buf())),
         Ok(meta) if meta.is_dir() => {
             if meta.uid() != 0 {
-                bail!(
-                    "{} is not owned by root; fix it with `chown root:root {0}`",
-                    dir.display()
-                );
+                return Err(ProjectError::NotRootOwned(dir.to_path_buf()));
             }
             if meta.permissions().mode() & 0o022 != 0 {
                 fs::set_permissions(dir, fs::Permissions::from_mode(0o755))?;
             }
             Ok(())
         }
-        Ok(_) => bail!("{} exists and is not a directory", dir.display()),
+        Ok(_) => Err(ProjectError::NotADirectory(dir.to_path_buf())),
         Err(_) => {
-            fs::create_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            fs::create_dir(dir).map_err(|source| ProjectError::Create {
+                path: dir.to_path_buf(),
+                source,
+            })?;
             fs::set_permissions(dir, fs::Permissions::from_mode(0o755))?;
             Ok(())
         }
@@ -139,14 +268,14 @@ impl Project {
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                 return Err(unreadable(&init_path))
             }
-            Err(_) => bail!(
-                "init.conf not found in PROJECT_ROOT ({}): copy an example init.conf there and set API_URL and MODEL",
-                layout.config_dir.display()
-            ),
+            Err(_) => return Err(ProjectError::NoInitConf(layout.config_dir.clone())),
         }
         let init_text = read_checked(&init_path, 64 << 10)?;
-        let (conf, conf_warnings) = config::parse(&init_text)
-            .with_context(|| format!("cannot use {}", init_path.display()))?;
+        let (conf, conf_warnings) =
+            config::parse(&init_text).map_err(|source| ProjectError::Config {
+                path: init_path.clone(),
+                source,
+            })?;
         warnings.extend(conf_warnings);
         if !conf.api_key.is_empty() {
             let mode = fs::metadata(&init_path)?.permissions().mode();
@@ -160,8 +289,11 @@ impl Project {
         }
         let agent_md_path = find_agent_md(&layout.config_dir, &mut warnings)?;
         let agent_md = read_checked(&agent_md_path, MAX_INSTRUCTION_FILE)?;
-        let parsed = sysward_policy::parse_agent_md(&agent_md)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", agent_md_path.display()))?;
+        let parsed =
+            sysward_policy::parse_agent_md(&agent_md).map_err(|error| ProjectError::Policy {
+                path: agent_md_path.clone(),
+                error,
+            })?;
         warnings.extend(parsed.warnings);
         Ok(Project {
             layout,
@@ -182,8 +314,11 @@ impl Project {
         check_directory(&layout.config_dir)?;
         let path = find_agent_md(&layout.config_dir, &mut warnings)?;
         let text = read_checked(&path, MAX_INSTRUCTION_FILE)?;
-        let parsed = sysward_policy::parse_agent_md(&text)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let parsed =
+            sysward_policy::parse_agent_md(&text).map_err(|error| ProjectError::Policy {
+                path: path.to_path_buf(),
+                error,
+            })?;
         warnings.extend(parsed.warnings);
         Ok((path, parsed.block, warnings))
     }
@@ -197,8 +332,11 @@ impl Project {
     ) -> Result<(PathBuf, sysward_policy::PolicyBlock, Vec<String>)> {
         let mut warnings = Vec::new();
         let text = read_bounded(path, MAX_INSTRUCTION_FILE)?;
-        let parsed = sysward_policy::parse_agent_md(&text)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let parsed =
+            sysward_policy::parse_agent_md(&text).map_err(|error| ProjectError::Policy {
+                path: path.to_path_buf(),
+                error,
+            })?;
         warnings.extend(parsed.warnings);
         Ok((path.to_path_buf(), parsed.block, warnings))
     }
@@ -209,7 +347,10 @@ impl Project {
     pub fn tasks(&self, warnings: &mut Vec<String>) -> Result<Vec<TaskSpec>> {
         let dir = &self.layout.config_dir;
         let mut names = Vec::new();
-        for entry in fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        for entry in fs::read_dir(dir).map_err(|source| ProjectError::List {
+            path: dir.clone(),
+            source,
+        })? {
             let entry = entry?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let lower = name.to_ascii_lowercase();
@@ -262,9 +403,9 @@ impl Project {
                 Ok(c) => c,
                 // A task anyone but root can rewrite is no reason to skip it
                 // quietly: the project is not safe, so nothing runs.
-                Err(e) if e.downcast_ref::<Insecure>().is_some() => return Err(e),
+                Err(e @ ProjectError::Insecure(_)) => return Err(e),
                 Err(e) => {
-                    warnings.push(format!("task {name} skipped: {e:#}"));
+                    warnings.push(format!("task {name} skipped: {}", crate::error::chain(&e)));
                     continue;
                 }
             };
@@ -349,12 +490,11 @@ pub fn strict_modes(
 /// "cannot read PATH as uid N": the path exists, or may, but this process
 /// may not look (a project is root's; `doctor` run as another user says so
 /// rather than "not found").
-pub fn unreadable(path: &Path) -> anyhow::Error {
-    let uid = nix::unistd::geteuid();
-    anyhow::anyhow!(
-        "cannot read {} as uid {uid}: permission denied (the project's files are root's: run this as root)",
-        path.display()
-    )
+pub fn unreadable(path: &Path) -> ProjectError {
+    ProjectError::Unreadable {
+        path: path.to_path_buf(),
+        uid: nix::unistd::geteuid(),
+    }
 }
 
 /// Every violation of [`strict_modes`] in the project: the directories above
@@ -439,13 +579,13 @@ fn check_tree(dir: &Path) -> std::result::Result<(), Insecure> {
 fn check_directory(dir: &Path) -> Result<()> {
     let real = fs::canonicalize(dir).map_err(|e| match e.kind() {
         std::io::ErrorKind::PermissionDenied => unreadable(dir),
-        _ => anyhow::anyhow!("cannot stat {}: {e}", dir.display()),
+        _ => ProjectError::Stat {
+            path: dir.to_path_buf(),
+            error: e,
+        },
     })?;
     if real == Path::new("/tmp") || real == Path::new("/var/tmp") {
-        bail!(
-            "insecure project: {} is a shared directory like /tmp; use a private directory",
-            dir.display()
-        );
+        return Err(ProjectError::SharedDirectory(dir.to_path_buf()));
     }
     check_tree(&real)?;
     Ok(())
@@ -464,7 +604,10 @@ fn find_agent_md(dir: &Path, warnings: &mut Vec<String>) -> Result<PathBuf> {
     let mut variants = Vec::new();
     let entries = fs::read_dir(dir).map_err(|e| match e.kind() {
         std::io::ErrorKind::PermissionDenied => unreadable(dir),
-        _ => anyhow::anyhow!("cannot list {}: {e}", dir.display()),
+        _ => ProjectError::ListDir {
+            path: dir.to_path_buf(),
+            error: e,
+        },
     })?;
     for entry in entries {
         let name = entry?.file_name().to_string_lossy().into_owned();
@@ -477,11 +620,8 @@ fn find_agent_md(dir: &Path, warnings: &mut Vec<String>) -> Result<PathBuf> {
             warnings.push(format!("using {one} as agent.md"));
             Ok(dir.join(one))
         }
-        [] => bail!(
-            "ERROR: agent.md not found in PROJECT_ROOT ({}): create agent.md with the agent's rules and a ```policy block",
-            dir.display()
-        ),
-        many => bail!("several agent.md variants ({}): keep one", many.join(", ")),
+        [] => Err(ProjectError::NoAgentMd(dir.to_path_buf())),
+        many => Err(ProjectError::AgentMdVariants(many.join(", "))),
     }
 }
 
@@ -524,22 +664,28 @@ fn open_config(path: &Path) -> Result<File> {
     match open_regular(path) {
         Ok(f) => Ok(f),
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(unreadable(path)),
-        Err(e) => Err(anyhow::Error::new(e).context(format!(
-            "cannot open {} (symlinks, FIFOs and devices are refused)",
-            path.display()
-        ))),
+        Err(source) => Err(ProjectError::Open {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 
 fn read_open(path: &Path, file: File, max: u64) -> Result<String> {
     let meta = file.metadata()?;
     if meta.len() > max {
-        bail!("{} is larger than {} bytes", path.display(), max);
+        return Err(ProjectError::TooLarge {
+            path: path.to_path_buf(),
+            max,
+        });
     }
     let mut text = String::new();
     file.take(max + 1)
         .read_to_string(&mut text)
-        .with_context(|| format!("{} is not UTF-8 text", path.display()))?;
+        .map_err(|source| ProjectError::NotUtf8 {
+            path: path.to_path_buf(),
+            source,
+        })?;
     Ok(text)
 }
 
@@ -559,7 +705,10 @@ pub fn open_lock_file(path: &Path) -> Result<File> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
-        .with_context(|| format!("cannot open lock {}", path.display()))
+        .map_err(|source| ProjectError::OpenLock {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// Takes an exclusive flock on `path` without waiting and writes this
@@ -586,9 +735,7 @@ impl ProjectLock {
         ensure_private_dir(&layout.agent_dir())?;
         match take_pid_lock(&layout.lock_file())? {
             Ok(lock) => Ok(ProjectLock { _lock: lock }),
-            Err(holder) => bail!(
-                "another sysward session is running on this project (pid {holder}); wait for it or stop it. The lock frees itself when that process dies"
-            ),
+            Err(holder) => Err(ProjectError::Locked(holder)),
         }
     }
 }
@@ -596,18 +743,19 @@ impl ProjectLock {
 /// Creates a root-only directory (0700), refusing a symlink in its place.
 pub fn ensure_private_dir(dir: &Path) -> Result<()> {
     match fs::symlink_metadata(dir) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            bail!("{} is a symlink; refusing to use it", dir.display())
-        }
+        Ok(meta) if meta.file_type().is_symlink() => Err(ProjectError::Symlink(dir.to_path_buf())),
         Ok(meta) if meta.is_dir() => {
             if meta.permissions().mode() & 0o077 != 0 {
                 fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
             }
             Ok(())
         }
-        Ok(_) => bail!("{} exists and is not a directory", dir.display()),
+        Ok(_) => Err(ProjectError::NotADirectory(dir.to_path_buf())),
         Err(_) => {
-            fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            fs::create_dir_all(dir).map_err(|source| ProjectError::Create {
+                path: dir.to_path_buf(),
+                source,
+            })?;
             fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
             Ok(())
         }
@@ -619,7 +767,7 @@ pub fn random_hex(n: usize) -> Result<String> {
     let mut bytes = vec![0u8; n];
     File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
-        .context("cannot read /dev/urandom")?;
+        .map_err(ProjectError::Urandom)?;
     Ok(hex(&bytes))
 }
 
@@ -654,13 +802,16 @@ pub static PROTECTED_REPLACE: std::sync::RwLock<()> = std::sync::RwLock::new(())
 /// Writes `bytes` to `path` atomically with mode 0600, through a descriptor
 /// of its directory opened now (see [`write_atomic_in`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().context("path has no parent")?;
-    let name = path.file_name().context("path has no file name")?;
+    let dir = path.parent().ok_or(ProjectError::NoParent)?;
+    let name = path.file_name().ok_or(ProjectError::NoFileName)?;
     let dir_file = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
         .open(dir)
-        .with_context(|| format!("cannot open the directory {}", dir.display()))?;
+        .map_err(|source| ProjectError::OpenDirectory {
+            path: dir.to_path_buf(),
+            source,
+        })?;
     write_atomic_in(std::os::fd::AsFd::as_fd(&dir_file), dir, name, bytes)
 }
 
@@ -707,7 +858,10 @@ pub fn write_atomic_mode_in(
             OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
             Mode::from_bits_truncate(0o600),
         )
-        .with_context(|| format!("cannot create {}", shown.join(&tmp).display()))?;
+        .map_err(|source| ProjectError::CreateAt {
+            path: shown.join(&tmp),
+            source,
+        })?;
         let mut f = File::from(fd);
         if mode != 0o600 {
             // Set on the descriptor, not through the umask.
@@ -715,9 +869,14 @@ pub fn write_atomic_mode_in(
         }
         f.write_all(bytes)?;
         f.sync_all()?;
-        renameat(dir, tmp.as_str(), dir, name)
-            .with_context(|| format!("cannot replace {}", target.display()))?;
-        nix::unistd::fsync(dir).with_context(|| format!("cannot sync {}", shown.display()))?;
+        renameat(dir, tmp.as_str(), dir, name).map_err(|source| ProjectError::Replace {
+            path: target.clone(),
+            source,
+        })?;
+        nix::unistd::fsync(dir).map_err(|source| ProjectError::Sync {
+            path: shown.to_path_buf(),
+            source,
+        })?;
         Ok(())
     })();
     if result.is_err() {

@@ -322,8 +322,9 @@ pub fn partition(
             }
             Err(e) => {
                 let hint = format!(
-                    "{}; the approvals could not be read: {e:#}",
-                    not_approved_message(&t.skill.tool.name, None)
+                    "{}; the approvals could not be read: {}",
+                    not_approved_message(&t.skill.tool.name, None),
+                    crate::error::chain(&e)
                 );
                 waiting.push((t, hint));
             }

@@ -24,14 +24,61 @@
 //! filesystem journal or on flash until those blocks are reused; journald's
 //! FSS has the same limit.
 
-use anyhow::{bail, Context, Result};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// Why a key or a sealing state cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SealError {
+    #[error("a verification key starts with {KEY_PREFIX}")]
+    KeyPrefix,
+    #[error("the verification key is not 64 hex digits after its prefix")]
+    KeyDigits,
+    #[error("cannot read {}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is not text", .path.display())]
+    NotText {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "the sealing state {} is damaged: the log can still be verified with the key (`sysward audit verify --key`); set up new keys only after that",
+        .0.display()
+    )]
+    Damaged(PathBuf),
+    #[error("cannot open {}", .path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read /dev/urandom")]
+    Urandom(#[source] std::io::Error),
+    #[error(
+        "cannot create {} (sealing is already set up if it exists: its key was shown then)",
+        .path.display()
+    )]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing the state.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+type Result<T> = std::result::Result<T, SealError>;
 
 /// A long session is sealed at least this often.
 pub const SEAL_INTERVAL: Duration = Duration::from_secs(15 * 60);
@@ -69,8 +116,8 @@ pub fn parse_key(text: &str) -> Result<[u8; 32]> {
     let hex = text
         .trim()
         .strip_prefix(KEY_PREFIX)
-        .with_context(|| format!("a verification key starts with {KEY_PREFIX}"))?;
-    parse_hex32(hex).context("the verification key is not 64 hex digits after its prefix")
+        .ok_or(SealError::KeyPrefix)?;
+    parse_hex32(hex).ok_or(SealError::KeyDigits)
 }
 
 fn parse_hex32(hex: &str) -> Option<[u8; 32]> {
@@ -120,18 +167,23 @@ pub fn read_state(path: &Path) -> Result<Option<(u64, [u8; 32])>> {
     let file = match crate::project::open_regular(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        Err(source) => {
+            return Err(SealError::Read {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
     };
     let mut text = String::new();
     file.take(STATE_LEN as u64 + 1)
         .read_to_string(&mut text)
-        .with_context(|| format!("{} is not text", path.display()))?;
+        .map_err(|source| SealError::NotText {
+            path: path.to_path_buf(),
+            source,
+        })?;
     match parse_state(&text) {
         Some(s) => Ok(Some(s)),
-        None => bail!(
-            "the sealing state {} is damaged: the log can still be verified with the key (`sysward audit verify --key`); set up new keys only after that",
-            path.display()
-        ),
+        None => Err(SealError::Damaged(path.to_path_buf())),
     }
 }
 
@@ -145,7 +197,10 @@ impl Sealer {
             .write(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
+            .map_err(|source| SealError::Open {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Ok(Some(Sealer {
             file,
             epoch,
@@ -160,18 +215,16 @@ impl Sealer {
         let mut key = [0u8; 32];
         File::open("/dev/urandom")
             .and_then(|mut f| f.read_exact(&mut key))
-            .context("cannot read /dev/urandom")?;
+            .map_err(SealError::Urandom)?;
         let file = OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)
-            .with_context(|| {
-                format!(
-                    "cannot create {} (sealing is already set up if it exists: its key was shown then)",
-                    path.display()
-                )
+            .map_err(|source| SealError::Create {
+                path: path.to_path_buf(),
+                source,
             })?;
         write_state(&file, 0, &key)?;
         Ok(key)

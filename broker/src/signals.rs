@@ -6,7 +6,6 @@
 //! readiness for the daemon.
 
 use crate::cancel::CancelToken;
-use anyhow::Result;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -106,6 +105,18 @@ fn begin_stop(code: i32) {
             std::process::exit(code);
         });
 }
+
+/// Why the signal handling cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SignalsError {
+    #[error(transparent)]
+    Mask(#[from] nix::errno::Errno),
+    /// The cancel pipe or the signal thread.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+type Result<T> = std::result::Result<T, SignalsError>;
 
 fn blocked_set() -> Result<SigSet> {
     let mut set = SigSet::empty();

@@ -2,19 +2,57 @@
 //! executor, each with its channel on fd 3, an empty environment and nothing
 //! else inherited.
 
-use anyhow::{bail, Context, Result};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use sysward_ipc::exec::EXEC_CHANNEL_FD;
 
+/// Why a sysward binary or account cannot be used, or a child not started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnSetupError {
+    #[error("cannot find the broker's own binary")]
+    CurrentExe(#[source] std::io::Error),
+    #[error("the broker binary has no directory")]
+    NoBinaryDir,
+    #[error("{} is missing: install all sysward binaries side by side", .path.display())]
+    Missing {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is writable by group or others: chmod go-w {}", .0.display(), .0.display())]
+    Writable(PathBuf),
+    #[error("{} is not owned by root: chown root {}", .0.display(), .0.display())]
+    NotRootOwned(PathBuf),
+    #[error("cannot look up user {name}")]
+    LookUp {
+        name: String,
+        #[source]
+        source: nix::errno::Errno,
+    },
+    #[error(
+        "user {0} does not exist: create it with `useradd --system --no-create-home --shell /usr/sbin/nologin {0}` (or run `sysward doctor`)"
+    )]
+    NoUser(String),
+    #[error("user {0} has uid 0; the agent and the gateway must not run as root")]
+    RootUser(String),
+    #[error("cannot start {}", .path.display())]
+    Start {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+type Result<T> = std::result::Result<T, SpawnSetupError>;
+
 /// The directory holding sysward's binaries: the one the broker runs from.
 pub fn binary_dir() -> Result<PathBuf> {
-    let exe = std::env::current_exe().context("cannot find the broker's own binary")?;
+    let exe = std::env::current_exe().map_err(SpawnSetupError::CurrentExe)?;
     Ok(exe
         .parent()
-        .context("the broker binary has no directory")?
+        .ok_or(SpawnSetupError::NoBinaryDir)?
         .to_path_buf())
 }
 
@@ -47,25 +85,15 @@ pub fn checked(dir: &Path, name: &str) -> Result<PathBuf> {
 
 pub fn check_binary(path: &Path) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).with_context(|| {
-        format!(
-            "{} is missing: install all sysward binaries side by side",
-            path.display()
-        )
+    let meta = std::fs::metadata(path).map_err(|source| SpawnSetupError::Missing {
+        path: path.to_path_buf(),
+        source,
     })?;
     if meta.mode() & 0o022 != 0 {
-        bail!(
-            "{} is writable by group or others: chmod go-w {}",
-            path.display(),
-            path.display()
-        );
+        return Err(SpawnSetupError::Writable(path.to_path_buf()));
     }
     if nix::unistd::geteuid().is_root() && meta.uid() != 0 {
-        bail!(
-            "{} is not owned by root: chown root {}",
-            path.display(),
-            path.display()
-        );
+        return Err(SpawnSetupError::NotRootOwned(path.to_path_buf()));
     }
     Ok(())
 }
@@ -80,14 +108,13 @@ pub struct Account {
 
 pub fn account(name: &str) -> Result<Account> {
     let user = nix::unistd::User::from_name(name)
-        .with_context(|| format!("cannot look up user {name}"))?
-        .with_context(|| {
-            format!(
-                "user {name} does not exist: create it with `useradd --system --no-create-home --shell /usr/sbin/nologin {name}` (or run `sysward doctor`)"
-            )
-        })?;
+        .map_err(|source| SpawnSetupError::LookUp {
+            name: name.to_string(),
+            source,
+        })?
+        .ok_or_else(|| SpawnSetupError::NoUser(name.to_string()))?;
     if user.uid.is_root() {
-        bail!("user {name} has uid 0; the agent and the gateway must not run as root");
+        return Err(SpawnSetupError::RootUser(name.to_string()));
     }
     Ok(Account {
         name: name.to_string(),
@@ -160,9 +187,10 @@ pub fn spawn_with_channel_and_file(
             Ok(())
         });
     }
-    let child = cmd
-        .spawn()
-        .with_context(|| format!("cannot start {}", program.display()))?;
+    let child = cmd.spawn().map_err(|source| SpawnSetupError::Start {
+        path: program.to_path_buf(),
+        source,
+    })?;
     drop(channel);
     drop(file);
     Ok(child)

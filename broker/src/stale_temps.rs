@@ -120,16 +120,32 @@ fn open_note(layout: &Layout) -> std::io::Result<std::fs::File> {
         .open(pending_path(layout))
 }
 
+/// Why the note cannot be made or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StaleTempsError {
+    /// The cause is part of the message.
+    #[error("cannot create {}: {error}", .path.display())]
+    Create {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
 /// Creates the (empty) note at start-up, so that it exists to be covered.
-pub fn prepare(layout: &Layout) -> anyhow::Result<()> {
+pub fn prepare(layout: &Layout) -> Result<(), StaleTempsError> {
     open_note(layout)
         .map(drop)
-        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", pending_path(layout).display()))
+        .map_err(|error| StaleTempsError::Create {
+            path: pending_path(layout),
+            error,
+        })
 }
 
 /// Notes `dirs` before a file operation runs (durably: the operation may
 /// take the broker down with it).
-pub fn note(layout: &Layout, dirs: &[PathBuf]) -> anyhow::Result<()> {
+pub fn note(layout: &Layout, dirs: &[PathBuf]) -> Result<(), StaleTempsError> {
     use std::os::unix::fs::FileExt;
     let mut text = String::new();
     for d in dirs.iter().take(PENDING_MAX) {

@@ -96,17 +96,19 @@ pub fn run(root: &Path, channel: ConsoleChannel) -> Result<i32> {
         })?;
         bail!("the console asked a standalone broker for something other than a session");
     };
-    let ctx =
-        match crate::project::Layout::standalone(root).and_then(crate::context::broker_context) {
-            Ok(ctx) => ctx,
-            Err(e) => {
-                // The console shows it as the reason, exactly as it reads.
-                tx.send(&OperatorAnswer::Error {
-                    message: format!("{e:#}"),
-                })?;
-                return Ok(1);
-            }
-        };
+    let ctx = match crate::project::Layout::standalone(root)
+        .map_err(anyhow::Error::from)
+        .and_then(crate::context::broker_context)
+    {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            // The console shows it as the reason, exactly as it reads.
+            tx.send(&OperatorAnswer::Error {
+                message: format!("{e:#}"),
+            })?;
+            return Ok(1);
+        }
+    };
     let who = crate::operator::identity(0, Some(console_pid));
     let summary = operator_channel::serve_session(&ctx, tx, rx, mode, &opts, who)?;
     if crate::signals::stopping() {

@@ -4,10 +4,18 @@
 //! BLOCKED whatever the model claimed, and must run again next time.
 
 use crate::project::Layout;
-use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use sysward_ipc::agent::{TaskSpec, TaskStatus};
+
+/// Why the records could not be saved.
+#[derive(Debug, thiserror::Error)]
+pub enum TasksError {
+    #[error(transparent)]
+    Serialize(#[from] serde_json::Error),
+    #[error(transparent)]
+    Pinned(#[from] crate::pinned::PinnedError),
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TaskRecord {
@@ -40,8 +48,8 @@ impl TaskRecords {
     }
 
     /// Written through the broker's held directory (see [`crate::pinned`]).
-    pub fn save(&self, layout: &Layout, pinned: &crate::pinned::Pinned) -> Result<()> {
-        pinned.write(&path(layout), &serde_json::to_vec_pretty(self)?)
+    pub fn save(&self, layout: &Layout, pinned: &crate::pinned::Pinned) -> Result<(), TasksError> {
+        Ok(pinned.write(&path(layout), &serde_json::to_vec_pretty(self)?)?)
     }
 
     /// True when `task` ended DONE with exactly this content.

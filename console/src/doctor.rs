@@ -98,7 +98,7 @@ fn user(name: &str, what: &'static str) -> Row {
         Err(e) => row(
             what,
             false,
-            format!("{e:#}"),
+            sysward_broker::error::chain(&e),
             format!("useradd --system --no-create-home --shell /usr/sbin/nologin {name}"),
         ),
     }
@@ -138,7 +138,7 @@ fn binaries() -> Row {
         "sysward-net",
     ] {
         if let Err(e) = sysward_broker::spawn::sibling(b) {
-            problems.push(format!("{e:#}"));
+            problems.push(sysward_broker::error::chain(&e));
         }
     }
     if problems.is_empty() {
@@ -785,7 +785,8 @@ fn configuration(layout: &Layout, project: &Result<Project>) -> Row {
 }
 
 pub fn run(layout: &Layout, as_json: bool) -> Result<i32> {
-    let project = Project::load(layout.clone());
+    // Through anyhow: `{e:#}` below shows the causes too.
+    let project = Project::load(layout.clone()).map_err(anyhow::Error::from);
     let mut rows = vec![
         configuration(layout, &project),
         landlock_abi(),

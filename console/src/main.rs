@@ -285,7 +285,7 @@ enum AuditCommand {
 
 fn layout_for(root: &Option<PathBuf>) -> Result<project::Layout> {
     match root {
-        Some(r) => project::Layout::standalone(r),
+        Some(r) => Ok(project::Layout::standalone(r)?),
         None => Ok(project::Layout::installed()),
     }
 }
@@ -351,10 +351,10 @@ fn real_main() -> Result<i32> {
         Command::Broker { root, socket } => exec_daemon(root, socket),
         Command::Doctor { root, json } => doctor::run(&layout_for(&root)?, json),
         Command::Init { dir } => match dir {
-            Some(d) => sysward_broker::init::run(&d, true),
+            Some(d) => Ok(sysward_broker::init::run(&d, true)?),
             None => {
                 require_root("sysward init (of /etc/sysward)")?;
-                sysward_broker::init::run(Path::new("/etc/sysward"), false)
+                Ok(sysward_broker::init::run(Path::new("/etc/sysward"), false)?)
             }
         },
         Command::Status { root, socket, json } => {
@@ -494,8 +494,8 @@ fn real_main() -> Result<i32> {
             approve_task(
                 &task,
                 yes,
-                || sysward_broker::approvals::list_json(&layout),
-                |id| sysward_broker::approvals::cmd_approve(&layout, &audit, id),
+                || Ok(sysward_broker::approvals::list_json(&layout)?),
+                |id| Ok(sysward_broker::approvals::cmd_approve(&layout, &audit, id)?),
             )
         }
         Command::Approve {
@@ -517,13 +517,20 @@ fn real_main() -> Result<i32> {
             let layout = layout_for(&root)?;
             let audit = audit::Audit::open(&layout.audit_log(), &layout.audit_head())?;
             let id = id.context("an approval id, or --task TASK_FILE")?;
-            sysward_broker::approvals::cmd_approve(&layout, &audit, &id)
+            Ok(sysward_broker::approvals::cmd_approve(
+                &layout, &audit, &id,
+            )?)
         }
         Command::Deny { id, note, root, .. } => {
             require_root("sysward deny --root")?;
             let layout = layout_for(&root)?;
             let audit = audit::Audit::open(&layout.audit_log(), &layout.audit_head())?;
-            sysward_broker::approvals::cmd_deny(&layout, &audit, &id, note.as_deref())
+            Ok(sysward_broker::approvals::cmd_deny(
+                &layout,
+                &audit,
+                &id,
+                note.as_deref(),
+            )?)
         }
         Command::Audit {
             command:

@@ -32,7 +32,7 @@ pub fn collect(layout: &Layout, standalone: bool, socket: &Path) -> Value {
     let root = nix::unistd::geteuid().is_root();
     let mut v = json!({ "daemon": if standalone { Value::Null } else { daemon_state(socket) } });
     let approvals = if root {
-        sysward_broker::approvals::list_json(layout).map_err(|e| format!("{e:#}"))
+        sysward_broker::approvals::list_json(layout).map_err(|e| sysward_broker::error::chain(&e))
     } else {
         crate::client::request_once(
             socket,
@@ -81,7 +81,7 @@ pub fn collect(layout: &Layout, standalone: bool, socket: &Path) -> Value {
                 None => json!({"intact": true, "records": a.records}),
                 Some(b) => json!({"intact": false, "break_at": b.line, "problem": b.problem}),
             },
-            Err(e) => json!({"error": format!("{e:#}")}),
+            Err(e) => json!({"error": sysward_broker::error::chain(&e)}),
         };
     } else {
         v["tasks"] =

@@ -59,7 +59,8 @@ pub(super) fn on_task_finished(s: &mut Session<'_>, request: AgentRequest) -> Re
         s.records.set(&outcome.name, &sha, outcome.status);
         if let Err(e) = s.records.save(&s.ctx.layout, &s.ctx.pinned) {
             s.op.event(&AgentEvent::Warning(format!(
-                "cannot record the task outcome: {e:#}"
+                "cannot record the task outcome: {}",
+                crate::error::chain(&e)
             )));
         }
     }

@@ -202,7 +202,10 @@ impl<'a> Session<'a> {
             if let Err(e) = crate::stale_temps::note(&self.ctx.layout, &temp_dirs) {
                 return not_run(
                     &mut pending_audit,
-                    format!("cannot note the file operation's directories, so nothing ran: {e:#}"),
+                    format!(
+                        "cannot note the file operation's directories, so nothing ran: {}",
+                        crate::error::chain(&e)
+                    ),
                 );
             }
         }

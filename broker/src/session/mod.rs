@@ -163,7 +163,8 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
     }));
     if let Err(e) = audit_start {
         summary.error = Some(format!(
-            "cannot write the audit log, refusing to start: {e:#}"
+            "cannot write the audit log, refusing to start: {}",
+            crate::error::chain(&e)
         ));
         op.finished(&summary);
         return summary;

@@ -77,7 +77,7 @@ impl<'a> Session<'a> {
                 .pinned
                 .write_in_subdir(dir, &registration.name, &registration.files());
         if let Err(e) = written {
-            let message = format!("register_tool: {e:#}");
+            let message = format!("register_tool: {}", crate::error::chain(&e));
             let _ = self.audit(
                 json!({"event": "tool_result", "session": self.id, "tool": tool,
                 "status": "error", "message": message}),

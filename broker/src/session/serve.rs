@@ -16,12 +16,12 @@ impl<'a> Session<'a> {
     /// Appends to the audit log with every known secret masked.
     pub(super) fn audit(&self, mut record: serde_json::Value) -> Result<u64> {
         self.secrets.redactor().redact_json(&mut record);
-        self.ctx.audit.record(record)
+        Ok(self.ctx.audit.record(record)?)
     }
 
     pub(super) fn audit_lazy(&self, mut record: serde_json::Value) -> Result<u64> {
         self.secrets.redactor().redact_json(&mut record);
-        self.ctx.audit.record_lazy(record)
+        Ok(self.ctx.audit.record_lazy(record)?)
     }
 
     pub(super) fn answer(&mut self, answer: AgentAnswer) -> Result<()> {
@@ -91,15 +91,17 @@ impl<'a> Session<'a> {
         if stamp == self.policy_stamp {
             return Ok(());
         }
-        let loaded = Project::load_policy(&self.ctx.layout).and_then(|(path, policy, _)| {
-            let engine = crate::planner::engine_for_layout(
-                &self.ctx.layout,
-                &path,
-                &policy,
-                self.ctx.secrets.delivery_files(),
-            )?;
-            Ok((path, policy, engine))
-        });
+        let loaded = Project::load_policy(&self.ctx.layout)
+            .map_err(anyhow::Error::from)
+            .and_then(|(path, policy, _)| {
+                let engine = crate::planner::engine_for_layout(
+                    &self.ctx.layout,
+                    &path,
+                    &policy,
+                    self.ctx.secrets.delivery_files(),
+                )?;
+                Ok((path, policy, engine))
+            });
         match loaded {
             Ok((path, policy, engine)) => {
                 self.policy_stamp = stamp;

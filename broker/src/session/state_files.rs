@@ -37,7 +37,7 @@ impl<'a> Session<'a> {
             let (diff, _) = self.secrets.redactor().redact_str(&diff);
             self.memory_diffs.push(diff);
         }
-        self.ctx.pinned.write(&self.state_path(file), content)
+        Ok(self.ctx.pinned.write(&self.state_path(file), content)?)
     }
 }
 
