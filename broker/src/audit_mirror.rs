@@ -76,7 +76,6 @@ fn send_syslog(message: &str) -> bool {
     true
 }
 
-/// The anchors the journal holds for `log`: (sequence, hash), oldest first.
 /// Why the journal's anchors cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum MirrorError {
@@ -86,6 +85,7 @@ pub enum MirrorError {
     Failed(String),
 }
 
+/// The anchors the journal holds for `log`: (sequence, hash), oldest first.
 pub fn read(log: &Path) -> Result<Vec<(u64, String)>, MirrorError> {
     let out = std::process::Command::new("journalctl")
         .args([

@@ -12,8 +12,6 @@ const INIT_CONF: &str = include_str!("../../packaging/etc/init.conf");
 const AGENT_MD: &str = include_str!("../../packaging/etc/agent.md");
 const EXAMPLE_TASK: &str = include_str!("../templates/01-health-check.md");
 
-/// Creates what is missing in `dir` and says what it did; returns the exit
-/// status (0, or 1 when a file could not be written).
 /// Why the project directory cannot be made.
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {
@@ -29,6 +27,8 @@ pub enum InitError {
     Io(#[from] std::io::Error),
 }
 
+/// Creates what is missing in `dir` and says what it did; returns the exit
+/// status (0, or 1 when a file could not be written).
 pub fn run(dir: &Path, standalone: bool) -> Result<i32, InitError> {
     if fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
         return Err(InitError::NotADirectory(dir.to_path_buf()));
