@@ -756,7 +756,7 @@ impl SecretStore {
 
     /// Loads the layout's secrets directory and `$CREDENTIALS_DIRECTORY` (when
     /// set). Any insecure file or directory is an error: refuse to start.
-    pub fn load(layout: &crate::project::Layout) -> Result<SecretStore, SecretError> {
+    pub fn load(layout: &sysward_store::project::Layout) -> Result<SecretStore, SecretError> {
         let creds = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
         SecretStore::load_from(&layout.secrets_dir, creds.as_deref())
     }
@@ -1044,7 +1044,7 @@ impl SessionSecrets {
         if !valid_name(name) {
             return Err(SecretError::BadRequest(format!(
                 "{:?} is not a valid secret name (1-64 of letters, digits, _ . -)",
-                crate::sanitize::one_line(name, 80)
+                sysward_store::sanitize::one_line(name, 80)
             )));
         }
         if self.store.secrets.contains_key(name) || self.session.contains_key(name) {
@@ -1151,7 +1151,7 @@ impl SessionSecrets {
         argv: &mut [String],
         env: &mut [(String, String)],
         mut stdin: Option<&mut String>,
-        mut files: Option<&mut crate::oneshot::OneShotFiles>,
+        mut files: Option<&mut sysward_store::oneshot::OneShotFiles>,
     ) -> Result<Vec<Substitution>, SecretError> {
         let plan = self.plan_command(program, argv, env, stdin.as_deref().map(String::as_str))?;
         if files.is_none()
@@ -1415,7 +1415,7 @@ impl SessionSecrets {
     pub fn substitute_spec_with(
         &self,
         spec: &mut ExecSpec,
-        files: Option<&mut crate::oneshot::OneShotFiles>,
+        files: Option<&mut sysward_store::oneshot::OneShotFiles>,
     ) -> Result<Vec<Substitution>, SecretError> {
         match spec {
             ExecSpec::Command { command, .. } => {
@@ -1531,7 +1531,7 @@ pub fn session_scope(program: Option<&Path>, delivery: &str) -> Result<Scope, Se
         if !valid_var(var) || forbidden_var(var) {
             return Err(SecretError::BadRequest(format!(
                 "{:?} is not an environment variable a secret may use",
-                crate::sanitize::one_line(var, 80)
+                sysward_store::sanitize::one_line(var, 80)
             )));
         }
         Grant::Env {
@@ -1557,7 +1557,7 @@ pub fn session_scope(program: Option<&Path>, delivery: &str) -> Result<Scope, Se
 
 /// The operator's prompt for `ask_secret` (sanitized, one field per line).
 pub fn render_ask_prompt(name: &str, scope: &Scope, reason: &str) -> String {
-    let l = |t: &str| crate::sanitize::one_line(t, 300);
+    let l = |t: &str| sysward_store::sanitize::one_line(t, 300);
     let mut warn = scope.warnings(name).join("\n│ warning:  ");
     if !warn.is_empty() {
         warn = format!("│ warning:  {warn}\n");
@@ -1573,7 +1573,10 @@ pub fn render_ask_prompt(name: &str, scope: &Scope, reason: &str) -> String {
 // ---- `sysward secrets list` ------------------------------------------------------
 
 /// What `sysward secrets list --json` prints (never a value).
-pub fn list_json(layout: &crate::project::Layout, store: &SecretStore) -> serde_json::Value {
+pub fn list_json(
+    layout: &sysward_store::project::Layout,
+    store: &SecretStore,
+) -> serde_json::Value {
     serde_json::json!({
         "secrets_dir": layout.secrets_dir.display().to_string(),
         "secrets": store.list(),

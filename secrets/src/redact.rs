@@ -829,9 +829,9 @@ pub fn redact_file_change(
 }
 
 /// Masks a credential for display (`sk-2f1...8a9`): the one rule of
-/// [`crate::config::mask_secret`].
+/// [`sysward_store::config::mask_secret`].
 pub fn mask_key(key: &str) -> String {
-    crate::config::mask_secret(key)
+    sysward_store::config::mask_secret(key)
 }
 
 // ---- the forms of a value -------------------------------------------------
