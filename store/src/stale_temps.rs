@@ -200,7 +200,7 @@ mod tests {
     fn only_the_executors_temporary_names_match() {
         assert_eq!(temp_pid(b".hosts.sysward-tmp.4242.0"), Some(4242));
         assert_eq!(temp_pid(b".a.b.conf.sysward-tmp.7.12"), Some(7));
-        // A download's temporaries (broker/src/download.rs) follow the pattern.
+        // A download's temporaries (actions/src/download.rs) follow the pattern.
         assert_eq!(temp_pid(b".tool.tar.gz.sysward-download.99.123"), Some(99));
         assert_eq!(temp_pid(b".tool.tar.gz.sysward-sums.99.0"), Some(99));
         for other in [

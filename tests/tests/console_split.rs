@@ -81,6 +81,11 @@ fn the_root_binary_links_no_shell_parser() {
 /// The broker's non-test source files, by path beneath `broker/src`
 /// (`session/mod.rs`).
 fn broker_sources() -> Vec<(String, String)> {
+    crate_sources("broker")
+}
+
+/// A workspace crate's non-test source files, by path beneath its `src`.
+fn crate_sources(folder: &str) -> Vec<(String, String)> {
     fn walk(dir: &Path, base: &Path, out: &mut Vec<(String, String)>) {
         for e in std::fs::read_dir(dir).unwrap().flatten() {
             let path = e.path();
@@ -98,7 +103,10 @@ fn broker_sources() -> Vec<(String, String)> {
             }
         }
     }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../broker/src");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(folder)
+        .join("src");
     let mut files = Vec::new();
     walk(&dir, &dir, &mut files);
     files.sort();
@@ -144,6 +152,24 @@ fn the_broker_has_one_operator_and_both_modes_reach_it() {
                 !code.contains(terminal),
                 "broker/src/{name} uses {terminal}: terminal code belongs to the console"
             );
+        }
+    }
+}
+
+/// The crates split out of the broker run as root too: no terminal code in
+/// them either.
+#[test]
+fn the_crates_split_from_the_broker_have_no_terminal_code() {
+    for folder in ["store", "secrets", "actions"] {
+        let files = crate_sources(folder);
+        assert!(!files.is_empty(), "{folder}/src was not read");
+        for (name, code) in &files {
+            for terminal in ["rustyline", "termios", "tcsetattr", "isatty"] {
+                assert!(
+                    !code.contains(terminal),
+                    "{folder}/src/{name} uses {terminal}: terminal code belongs to the console"
+                );
+            }
         }
     }
 }
