@@ -6,7 +6,6 @@ use crate::cancel::CancelToken;
 use crate::capture::{Capture, Captured};
 use crate::cgroup::ActionCgroup;
 use crate::spawn;
-use anyhow::{Context, Result};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -24,6 +23,29 @@ use sysward_ipc::exec::{
 use sysward_ipc::profile::ConfinementProfile;
 use sysward_ipc::{Channel, ChannelError};
 use sysward_sandbox::jail::{self, ConfinedChild, Jail, JailParts, SpawnError};
+
+/// Why an action could not be watched to its end once started. Its start
+/// record is on disk; the caller reports it as not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The child's process descriptor could not be opened.
+    #[error("pidfd_open")]
+    Pidfd,
+    /// Waiting on the child's pipes and descriptor failed.
+    #[error("poll")]
+    Poll(#[source] nix::errno::Errno),
+    /// The pipes for the child's output could not be made.
+    #[error(transparent)]
+    Pipe(#[from] nix::errno::Errno),
+    /// The executor's channel could not be made.
+    #[error(transparent)]
+    Channel(#[from] sysward_ipc::ChannelError),
+    /// The child could not be started.
+    #[error(transparent)]
+    Spawn(#[from] crate::spawn::SpawnSetupError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
 
 /// After the command exits, descendants still holding its pipes get this long
 /// before they are killed.
@@ -349,7 +371,7 @@ impl Runner {
         spec: &ExecSpec,
         cgroup: Option<&ActionCgroup>,
         how: RunHow<'_>,
-    ) -> Result<Outcome> {
+    ) -> Result<Outcome, RunError> {
         let can_write = match spec {
             ExecSpec::Command { profile, .. } | ExecSpec::File { profile, .. } => {
                 profile.can_write()
@@ -378,7 +400,7 @@ impl Runner {
         spec: &ExecSpec,
         cgroup: Option<&ActionCgroup>,
         how: RunHow<'_>,
-    ) -> Result<Outcome> {
+    ) -> Result<Outcome, RunError> {
         let RunHow {
             timeout,
             cancel,
@@ -446,7 +468,7 @@ impl Runner {
         // through a value would leave a fragment no later pass recognises.
         let mut out_red = redactor.stream();
         let mut err_red = redactor.stream();
-        let pidfd = pidfd.context("pidfd_open")?;
+        let pidfd = pidfd.ok_or(RunError::Pidfd)?;
         let deadline = start + timeout;
         let mut out_r = Some(std::fs::File::from(out_r));
         let mut err_r = Some(std::fs::File::from(err_r));
@@ -519,7 +541,7 @@ impl Runner {
             ) {
                 Ok(_) => {}
                 Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => return Err(e).context("poll"),
+                Err(e) => return Err(RunError::Poll(e)),
             }
             let ready: Vec<u8> = fds
                 .iter()
@@ -711,8 +733,8 @@ impl Proc {
 }
 
 /// Where saved outputs go; created on demand (0700).
-pub fn ensure_tmp(dir: &Path) -> Result<()> {
-    Ok(crate::project::ensure_private_dir(dir)?)
+pub fn ensure_tmp(dir: &Path) -> Result<(), crate::project::ProjectError> {
+    crate::project::ensure_private_dir(dir)
 }
 
 /// A pipe whose read end becomes a command's stdin; a thread writes `data`

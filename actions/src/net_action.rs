@@ -280,11 +280,11 @@ pub fn execute(
         .runner
         .exec_path
         .parent()
-        .ok_or_else(|| anyhow::anyhow!("the executor has no directory"))
-        .and_then(|dir| Ok(crate::spawn::checked(dir, NET_BINARY)?))
+        .ok_or_else(|| "the executor has no directory".to_string())
+        .and_then(|dir| crate::spawn::checked(dir, NET_BINARY).map_err(|e| crate::error::chain(&e)))
     {
         Ok(p) => p,
-        Err(e) => return refused(ToolStatus::Error, format!("{e:#}; nothing was sent")),
+        Err(e) => return refused(ToolStatus::Error, format!("{e}; nothing was sent")),
     };
     let mut hops = Hops {
         run,

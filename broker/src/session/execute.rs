@@ -177,8 +177,9 @@ impl<'a> Session<'a> {
             return not_run(
                 &mut pending_audit,
                 format!(
-                    "cannot prepare {}: {e:#}",
-                    self.ctx.runner.tmp_dir.display()
+                    "cannot prepare {}: {}",
+                    self.ctx.runner.tmp_dir.display(),
+                    crate::error::chain(&e)
                 ),
             );
         }
@@ -243,7 +244,10 @@ impl<'a> Session<'a> {
             let outcome = match outcome {
                 Ok(o) => o,
                 Err(e) => {
-                    return not_run(&mut pending_audit, format!("cannot run the action: {e:#}"))
+                    return not_run(
+                        &mut pending_audit,
+                        format!("cannot run the action: {}", crate::error::chain(&e)),
+                    )
                 }
             };
             let Some((why, delays)) = crate::retry::transient(&outcome) else {
