@@ -9,7 +9,6 @@
 //! dies or answers out of turn, the broker kills it through its pidfd, reaps
 //! it, denies the request and puts a fresh helper in the pool.
 
-use anyhow::{bail, Context, Result};
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::collections::HashSet;
@@ -28,6 +27,36 @@ use sysward_policy::{
 };
 
 type Request = ClassifyRequest<EngineSetup, OwnedRequest>;
+
+/// Why a classifier helper (or the pool) could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum ClassifierError {
+    #[error("pidfd_open of the command classifier: {0}")]
+    Pidfd(std::io::Error),
+    #[error("{} did not start in time", .0.display())]
+    Late(PathBuf),
+    #[error("{} did not start: {why}", program.display())]
+    Broken { program: PathBuf, why: String },
+    /// It answered hello with something else than its welcome at this
+    /// build and pid.
+    #[error(
+        "{} answered {answer} to hello: reinstall sysward so all binaries match",
+        program.display()
+    )]
+    Mismatch { program: PathBuf, answer: String },
+    #[error("cannot start the command classifier {}", program.display())]
+    Pool {
+        program: PathBuf,
+        #[source]
+        source: Box<ClassifierError>,
+    },
+    #[error(transparent)]
+    Channel(#[from] sysward_ipc::ChannelError),
+    #[error(transparent)]
+    Spawn(#[from] crate::spawn::SpawnSetupError),
+}
+
+type Result<T, E = ClassifierError> = std::result::Result<T, E>;
 type Answer = ClassifyAnswer<Decision>;
 
 /// The helper's file name beside the broker's other binaries.
@@ -115,7 +144,7 @@ impl ClassifierPool {
             match Helper::start(program, Instant::now() + START_TIMEOUT) {
                 Ok(h) => idle.push(h),
                 Err(e) => {
-                    start_error = Some(format!("{e:#}"));
+                    start_error = Some(crate::error::chain(&e));
                     break;
                 }
             }
@@ -178,16 +207,17 @@ impl ClassifierPool {
         let deadline = Instant::now() + limit;
         let mut helper = match self.take(deadline) {
             Ok(h) => h,
-            Err(e) => {
-                return Classified {
-                    decision: denial(
-                        &format!("classification did not finish: the command classifier cannot start ({e:#})"),
-                        "classifier unavailable",
-                        display,
+            Err(e) => return Classified {
+                decision: denial(
+                    &format!(
+                        "classification did not finish: the command classifier cannot start ({})",
+                        crate::error::chain(&e)
                     ),
-                    incident: None,
-                }
-            }
+                    "classifier unavailable",
+                    display,
+                ),
+                incident: None,
+            },
         };
         match helper.decide(engine, request, deadline) {
             Ok((decision, retiring)) => {
@@ -313,7 +343,7 @@ impl Helper {
                 let mut child = child;
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(anyhow::anyhow!("pidfd_open of the command classifier: {e}"));
+                return Err(ClassifierError::Pidfd(e));
             }
         };
         let mut helper = Helper {
@@ -335,8 +365,13 @@ impl Helper {
             Err(failure) => {
                 helper.kill_and_reap();
                 match failure {
-                    Failure::Late => bail!("{} did not start in time", program.display()),
-                    Failure::Broken(why) => bail!("{} did not start: {why}", program.display()),
+                    Failure::Late => return Err(ClassifierError::Late(program.to_path_buf())),
+                    Failure::Broken(why) => {
+                        return Err(ClassifierError::Broken {
+                            program: program.to_path_buf(),
+                            why,
+                        })
+                    }
                 }
             }
         };
@@ -346,11 +381,10 @@ impl Helper {
             }
             other => {
                 helper.kill_and_reap();
-                bail!(
-                    "{} answered {} to hello: reinstall sysward so all binaries match",
-                    program.display(),
-                    short(&other)
-                )
+                Err(ClassifierError::Mismatch {
+                    program: program.to_path_buf(),
+                    answer: short(&other).to_string(),
+                })
             }
         }
     }
@@ -578,6 +612,8 @@ fn pidfd_open(pid: u32) -> std::io::Result<OwnedFd> {
 /// The pool of this broker's binaries directory.
 pub fn start_pool(bin_dir: &Path, warm: usize) -> Result<ClassifierPool> {
     let program = crate::spawn::checked(bin_dir, HELPER_NAME)?;
-    ClassifierPool::start(&program, warm)
-        .with_context(|| format!("cannot start the command classifier {}", program.display()))
+    ClassifierPool::start(&program, warm).map_err(|source| ClassifierError::Pool {
+        program: program.clone(),
+        source: Box::new(source),
+    })
 }

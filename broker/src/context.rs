@@ -1,8 +1,32 @@
 //! Setting up a broker before its first session.
 
 use crate::{action, audit, cgroup, project, session, spawn};
-use anyhow::{Context, Result};
 use std::sync::Arc;
+
+/// Why a broker could not be set up; nothing has been served yet.
+#[derive(Debug, thiserror::Error)]
+pub enum ContextError {
+    #[error("cannot make the broker non-dumpable")]
+    NonDumpable(#[source] sysward_sandbox::SandboxError),
+    #[error("cannot load the secrets")]
+    Secrets(#[source] crate::secrets::SecretError),
+    #[error(transparent)]
+    Project(#[from] project::ProjectError),
+    #[error(transparent)]
+    Approvals(#[from] crate::approvals::ApprovalsError),
+    #[error(transparent)]
+    StaleTemps(#[from] crate::stale_temps::StaleTempsError),
+    #[error(transparent)]
+    Audit(#[from] audit::AuditError),
+    #[error(transparent)]
+    Classifier(#[from] crate::classifier::ClassifierError),
+    #[error(transparent)]
+    Pinned(#[from] crate::pinned::PinnedError),
+    #[error(transparent)]
+    Spawn(#[from] spawn::SpawnSetupError),
+}
+
+type Result<T, E = ContextError> = std::result::Result<T, E>;
 
 /// Classifier helpers started with the broker: one per core of the 2-core
 /// machines sysward is measured on, so that two sessions deciding at once
@@ -21,7 +45,7 @@ pub fn broker_context_with_binaries(
     layout: project::Layout,
     bin_dir: &std::path::Path,
 ) -> Result<session::BrokerContext> {
-    sysward_sandbox::set_non_dumpable().context("cannot make the broker non-dumpable")?;
+    sysward_sandbox::set_non_dumpable().map_err(ContextError::NonDumpable)?;
     project::ensure_private_dir(&layout.agent_dir())?;
     project::ensure_private_dir(&layout.tmp_dir())?;
     if !layout.standalone {
@@ -36,7 +60,7 @@ pub fn broker_context_with_binaries(
     if let Some(why) = classifier.start_error() {
         eprintln!("sysward: warning: the command classifier does not start ({why}): every command is denied until it does; run `sysward doctor`");
     }
-    let secrets = crate::secrets::SecretStore::load(&layout).context("cannot load the secrets")?;
+    let secrets = crate::secrets::SecretStore::load(&layout).map_err(ContextError::Secrets)?;
     for w in secrets.warnings() {
         eprintln!("sysward: warning: {w}");
     }

@@ -4,7 +4,6 @@
 
 use crate::operator_channel;
 use crate::session::{self, BrokerContext};
-use anyhow::{bail, Context, Result};
 use nix::sys::socket::{
     bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
 };
@@ -21,6 +20,81 @@ use sysward_ipc::Channel;
 pub const SOCKET_PATH: &str = "/run/sysward/control.sock";
 pub const OPERATOR_GROUP: &str = "sysward";
 
+/// Why the control socket could not be set up, or a connection was dropped.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("{}: the control socket path must be absolute and normalized", .0.display())]
+    NotNormalized(PathBuf),
+    #[error("cannot lstat {}", path.display())]
+    Lstat {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is a symlink: the control socket path must not contain any", .0.display())]
+    Symlink(PathBuf),
+    #[error("{} is not owned by root (uid {uid}): refusing to create the control socket under it", path.display())]
+    NotRootOwned { path: PathBuf, uid: u32 },
+    #[error("{} is writable by others: refusing to create the control socket under it", .0.display())]
+    WritableByOthers(PathBuf),
+    #[error("socket path has no directory")]
+    NoDirectory,
+    #[error(
+        "{d} exists with owner {uid}:{gid} mode {mode:o}; expected root:{OPERATOR_GROUP} 0750. Fix it (chown root:{OPERATOR_GROUP} {d}; chmod 0750 {d}) or remove it",
+        d = dir.display()
+    )]
+    BadDirectory {
+        dir: PathBuf,
+        uid: u32,
+        gid: u32,
+        mode: u32,
+    },
+    #[error("cannot create {}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot remove the stale socket {}", path.display())]
+    RemoveStale {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} exists and is not a socket; remove it", .0.display())]
+    NotASocket(PathBuf),
+    #[error("cannot bind {}", path.display())]
+    Bind {
+        path: PathBuf,
+        #[source]
+        source: nix::errno::Errno,
+    },
+    #[error("a sysward broker is already running on {} (pid {pid}); stop it first (systemctl stop sysward) or use another --socket", socket.display())]
+    AlreadyRunning { socket: PathBuf, pid: String },
+    #[error("a client said nothing within {0} s of connecting: dropped")]
+    SilentClient(u64),
+    #[error("operator sent a request out of turn: {0}")]
+    OutOfTurnWith(sysward_ipc::ChannelError),
+    #[error("operator connection: {0}")]
+    Connection(sysward_ipc::ChannelError),
+    #[error("operator sent a request out of turn")]
+    OutOfTurn,
+    #[error("group {OPERATOR_GROUP} does not exist: create it with `groupadd --system {OPERATOR_GROUP}`")]
+    NoGroup,
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Errno(#[from] nix::errno::Errno),
+    #[error(transparent)]
+    Channel(#[from] sysward_ipc::ChannelError),
+    #[error(transparent)]
+    Operator(#[from] operator_channel::OperatorChannelError),
+    #[error(transparent)]
+    Project(#[from] crate::project::ProjectError),
+}
+
+type Result<T, E = ControlError> = std::result::Result<T, E>;
+
 /// Checks every existing component of `path` from `/` with lstat: no symlinks,
 /// root-owned, not writable by group or others (except a sticky directory is
 /// never accepted as the final parent).
@@ -30,31 +104,30 @@ pub fn check_path_components(path: &Path) -> Result<()> {
         match comp {
             Component::RootDir => {}
             Component::Normal(name) => current.push(name),
-            _ => bail!(
-                "{}: the control socket path must be absolute and normalized",
-                path.display()
-            ),
+            _ => return Err(ControlError::NotNormalized(path.to_path_buf())),
         }
         let meta = match fs::symlink_metadata(&current) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e).with_context(|| format!("cannot lstat {}", current.display())),
+            Err(source) => {
+                return Err(ControlError::Lstat {
+                    path: current,
+                    source,
+                })
+            }
         };
         if meta.file_type().is_symlink() {
-            bail!(
-                "{} is a symlink: the control socket path must not contain any",
-                current.display()
-            );
+            return Err(ControlError::Symlink(current));
         }
         if meta.is_dir() {
             if meta.uid() != 0 {
-                bail!("{} is not owned by root (uid {}): refusing to create the control socket under it", current.display(), meta.uid());
+                return Err(ControlError::NotRootOwned {
+                    path: current,
+                    uid: meta.uid(),
+                });
             }
             if meta.mode() & 0o002 != 0 {
-                bail!(
-                    "{} is writable by others: refusing to create the control socket under it",
-                    current.display()
-                );
+                return Err(ControlError::WritableByOthers(current));
             }
         }
     }
@@ -65,19 +138,24 @@ pub fn check_path_components(path: &Path) -> Result<()> {
 /// (0660 root:sysward), removing a stale socket.
 pub fn listen_control(path: &Path, operator_gid: u32) -> Result<OwnedFd> {
     check_path_components(path)?;
-    let dir = path.parent().context("socket path has no directory")?;
+    let dir = path.parent().ok_or(ControlError::NoDirectory)?;
     match fs::symlink_metadata(dir) {
         Ok(meta) => {
             let mode = meta.mode() & 0o7777;
             if !meta.is_dir() || meta.uid() != 0 || meta.gid() != operator_gid || mode != 0o750 {
-                bail!(
-                    "{} exists with owner {}:{} mode {:o}; expected root:{} 0750. Fix it (chown root:{OPERATOR_GROUP} {d}; chmod 0750 {d}) or remove it",
-                    dir.display(), meta.uid(), meta.gid(), mode, OPERATOR_GROUP, d = dir.display()
-                );
+                return Err(ControlError::BadDirectory {
+                    dir: dir.to_path_buf(),
+                    uid: meta.uid(),
+                    gid: meta.gid(),
+                    mode,
+                });
             }
         }
         Err(_) => {
-            fs::create_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            fs::create_dir(dir).map_err(|source| ControlError::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
             fs::set_permissions(dir, fs::Permissions::from_mode(0o750))?;
             chown(
                 dir,
@@ -89,10 +167,12 @@ pub fn listen_control(path: &Path, operator_gid: u32) -> Result<OwnedFd> {
     hold_instance_lock(path)?;
     if let Ok(meta) = fs::symlink_metadata(path) {
         if meta.file_type().is_socket() {
-            fs::remove_file(path)
-                .with_context(|| format!("cannot remove the stale socket {}", path.display()))?;
+            fs::remove_file(path).map_err(|source| ControlError::RemoveStale {
+                path: path.to_path_buf(),
+                source,
+            })?;
         } else {
-            bail!("{} exists and is not a socket; remove it", path.display());
+            return Err(ControlError::NotASocket(path.to_path_buf()));
         }
     }
     let fd = socket(
@@ -107,7 +187,10 @@ pub fn listen_control(path: &Path, operator_gid: u32) -> Result<OwnedFd> {
     let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
     let bound = bind(fd.as_raw_fd(), &addr);
     nix::sys::stat::umask(old);
-    bound.with_context(|| format!("cannot bind {}", path.display()))?;
+    bound.map_err(|source| ControlError::Bind {
+        path: path.to_path_buf(),
+        source,
+    })?;
     chown(
         path,
         Some(Uid::from_raw(0)),
@@ -129,10 +212,10 @@ fn hold_instance_lock(socket: &Path) -> Result<()> {
             std::mem::forget(lock);
             Ok(())
         }
-        Err(pid) => bail!(
-            "a sysward broker is already running on {} (pid {pid}); stop it first (systemctl stop sysward) or use another --socket",
-            socket.display()
-        ),
+        Err(pid) => Err(ControlError::AlreadyRunning {
+            socket: socket.to_path_buf(),
+            pid,
+        }),
     }
 }
 
@@ -198,10 +281,7 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
     let mut rx = Channel::new(reader_fd);
     if let Err(e) = operator_channel::greet(&tx, &mut rx) {
         if crate::error::chain(&e).contains("EAGAIN") {
-            bail!(
-                "a client said nothing within {} s of connecting: dropped",
-                HANDSHAKE_TIMEOUT.as_secs()
-            );
+            return Err(ControlError::SilentClient(HANDSHAKE_TIMEOUT.as_secs()));
         }
         return Err(e.into());
     }
@@ -216,9 +296,9 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
             tx.send(&OperatorAnswer::Error {
                 message: "expected run or cli".to_string(),
             })?;
-            bail!("operator sent a request out of turn: {e}");
+            return Err(ControlError::OutOfTurnWith(e));
         }
-        Err(e) => bail!("operator connection: {e}"),
+        Err(e) => return Err(ControlError::Connection(e)),
     };
     if let Some((mode, opts)) = operator_channel::session_wanted(&first) {
         operator_channel::serve_session(&ctx, tx, rx, mode, &opts, who)?;
@@ -281,14 +361,13 @@ pub fn serve_connection(ctx: Arc<BrokerContext>, conn: OwnedFd, who: String) -> 
             tx.send(&OperatorAnswer::Error {
                 message: "expected run or cli".to_string(),
             })?;
-            bail!("operator sent a request out of turn");
+            Err(ControlError::OutOfTurn)
         }
     }
 }
 
 pub fn operator_gid() -> Result<u32> {
-    let group = nix::unistd::Group::from_name(OPERATOR_GROUP)?
-        .with_context(|| format!("group {OPERATOR_GROUP} does not exist: create it with `groupadd --system {OPERATOR_GROUP}`"))?;
+    let group = nix::unistd::Group::from_name(OPERATOR_GROUP)?.ok_or(ControlError::NoGroup)?;
     Ok(group.gid.as_raw())
 }
 

@@ -4,7 +4,6 @@
 use crate::cancel::CancelToken;
 use crate::config::InitConf;
 use crate::spawn::{self, Account};
-use anyhow::{bail, Context, Result};
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::net::ToSocketAddrs;
@@ -15,6 +14,39 @@ use sysward_ipc::gateway::{
 };
 use sysward_ipc::model::{ModelFailure, ModelReply, ModelRequest};
 use sysward_ipc::{Channel, ChannelError, BUILD_VERSION};
+
+/// Why the model gateway could not be started and set up.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("the model gateway refused to start: {0}")]
+    RefusedStart(String),
+    #[error(
+        "the model gateway is version {0}, the broker {BUILD_VERSION}: reinstall sysward so all binaries match"
+    )]
+    Version(String),
+    /// Any other answer to hello, as the gateway sent it.
+    #[error("the model gateway answered {0} to hello")]
+    UnexpectedHello(String),
+    #[error("cannot resolve the model host {host}")]
+    Resolve {
+        host: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the model gateway refused its setup: {0}")]
+    RefusedSetup(String),
+    /// Any other answer to the setup, as the gateway sent it.
+    #[error("the model gateway answered {0} to setup")]
+    UnexpectedSetup(String),
+    #[error("the model gateway did not answer within {0}s")]
+    Silent(u64),
+    #[error(transparent)]
+    Channel(#[from] ChannelError),
+    #[error(transparent)]
+    Spawn(#[from] spawn::SpawnSetupError),
+}
+
+type Result<T, E = GatewayError> = std::result::Result<T, E>;
 
 /// 64 MiB response cap (seed).
 pub const MAX_MODEL_RESPONSE: u64 = 64 << 20;
@@ -68,22 +100,23 @@ impl GatewayLink {
             // reason it sent first is still queued here.
             if e.is_disconnect() {
                 if let Ok(GatewayAnswer::Error { message }) = link.recv_within(Duration::ZERO) {
-                    bail!("the model gateway refused to start: {message}");
+                    return Err(GatewayError::RefusedStart(message));
                 }
             }
             return Err(e.into());
         }
         match link.recv_within(SETUP_TIMEOUT)? {
             GatewayAnswer::Welcome { build, .. } if build == BUILD_VERSION => {}
-            GatewayAnswer::Welcome { build, .. } => bail!(
-                "the model gateway is version {build}, the broker {BUILD_VERSION}: reinstall sysward so all binaries match"
-            ),
-            GatewayAnswer::Error { message } => bail!("the model gateway refused to start: {message}"),
-            other => bail!("the model gateway answered {other:?} to hello"),
+            GatewayAnswer::Welcome { build, .. } => return Err(GatewayError::Version(build)),
+            GatewayAnswer::Error { message } => return Err(GatewayError::RefusedStart(message)),
+            other => return Err(GatewayError::UnexpectedHello(format!("{other:?}"))),
         }
         let resolved = (conf.api_url.host.as_str(), conf.api_url.port)
             .to_socket_addrs()
-            .with_context(|| format!("cannot resolve the model host {}", conf.api_url.host))?
+            .map_err(|source| GatewayError::Resolve {
+                host: conf.api_url.host.clone(),
+                source,
+            })?
             .map(|a| a.to_string())
             .collect::<Vec<_>>();
         let system_roots_pem = if conf.api_url.https {
@@ -102,10 +135,8 @@ impl GatewayLink {
         }))?;
         match link.recv_within(SETUP_TIMEOUT)? {
             GatewayAnswer::Ready => Ok(link),
-            GatewayAnswer::Error { message } => {
-                bail!("the model gateway refused its setup: {message}")
-            }
-            other => bail!("the model gateway answered {other:?} to setup"),
+            GatewayAnswer::Error { message } => Err(GatewayError::RefusedSetup(message)),
+            other => Err(GatewayError::UnexpectedSetup(format!("{other:?}"))),
         }
     }
 
@@ -114,10 +145,7 @@ impl GatewayLink {
             .chan
             .wait_readable(timeout.as_millis().min(i32::MAX as u128) as i32)?
         {
-            bail!(
-                "the model gateway did not answer within {}s",
-                timeout.as_secs()
-            );
+            return Err(GatewayError::Silent(timeout.as_secs()));
         }
         match self.chan.recv::<GatewayAnswer>() {
             // A gateway that exits without reading what was sent to it

@@ -116,15 +116,15 @@ fn run_standalone(root: PathBuf) -> Result<i32> {
     let channel = match standalone::take_console_channel() {
         Ok(channel) => channel,
         Err(e) => {
-            record_refusal(&root, &format!("{e:#}"));
-            return Err(e);
+            record_refusal(&root, &sysward_broker::error::chain(&e));
+            return Err(e.into());
         }
     };
     // Before any thread starts, so that every thread blocks the signals:
     // SIGTERM stops the session cleanly (the console passes its own on).
     // The console relays Ctrl+C over the channel; this token goes unused.
     drop(signals::Signals::install()?);
-    standalone::run(&root, channel)
+    Ok(standalone::run(&root, channel)?)
 }
 
 /// Records a refused standalone start in the project's audit log, when the

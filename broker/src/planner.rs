@@ -4,7 +4,6 @@
 
 use crate::classifier::{Classified, ClassifierPool, EngineHandle};
 use crate::command_plan::{self, CommandPlan};
-use anyhow::Result;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -665,7 +664,7 @@ pub fn engine_for_layout(
     agent_md_path: &Path,
     policy: &sysward_policy::PolicyBlock,
     secret_files: Vec<PathBuf>,
-) -> Result<Arc<EngineHandle>> {
+) -> Result<Arc<EngineHandle>, crate::spawn::SpawnSetupError> {
     let bin_dir = crate::spawn::helper_dir()?;
     let mut protected = vec![
         layout.init_conf(),

@@ -119,7 +119,7 @@ fn group() -> Row {
 fn socket_path() -> Row {
     let path = Path::new(sysward_broker::control::SOCKET_PATH);
     match sysward_broker::control::check_path_components(path) {
-        Err(e) => row("control socket", false, format!("{e:#}"), "fix the ownership/mode of the path components"),
+        Err(e) => row("control socket", false, sysward_broker::error::chain(&e), "fix the ownership/mode of the path components"),
         Ok(()) => match std::fs::symlink_metadata(path) {
             Ok(m) => row("control socket", true, format!("{} (mode {:o}, owner {}:{})", path.display(), m.mode() & 0o777, m.uid(), m.gid()), ""),
             Err(_) => row("control socket", true, format!("{} not present (the daemon is not running; `sysward run --root DIR` works without it)", path.display()), ""),

@@ -120,11 +120,11 @@ pub(super) fn permit(state: AgentState, kind: u16) -> Result<usize, ChannelError
 
 /// What a handler answers when given a request of another kind (which the
 /// codec's kind check makes impossible).
-pub(super) fn wrong_kind(request: &AgentRequest) -> anyhow::Error {
-    anyhow::anyhow!(
+pub(super) fn wrong_kind(request: &AgentRequest) -> SessionError {
+    SessionError::Ended(format!(
         "the dispatch table handed a {} request to another kind's handler",
         AgentRequest::kind_name(request.kind()).unwrap_or("unknown")
-    )
+    ))
 }
 
 #[cfg(test)]

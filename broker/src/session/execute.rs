@@ -113,7 +113,10 @@ impl<'a> Session<'a> {
             Ok(g) => g,
             Err(e) => {
                 return Err(ActionError::AuditFailed {
-                    message: format!("the audit log cannot be written, so nothing ran: {e:#}"),
+                    message: format!(
+                        "the audit log cannot be written, so nothing ran: {}",
+                        crate::error::chain(&e)
+                    ),
                     ran: false,
                 })
             }

@@ -12,7 +12,8 @@ use crate::secrets::SessionSecrets;
 use crate::spawn::{self, Account};
 use crate::tasks::TaskRecords;
 use crate::{command_plan, sanitize};
-use anyhow::{Context, Result};
+use error::Result;
+pub use error::SessionError;
 use serde_json::json;
 use std::collections::HashSet;
 use std::io::Read;
@@ -33,6 +34,7 @@ use sysward_ipc::{Channel, ChannelError, Message, BUILD_VERSION};
 mod ask;
 mod ask_secret;
 mod dispatch;
+mod error;
 mod events;
 mod execute;
 mod model;
@@ -203,14 +205,14 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
     if let Err(e) = result {
         summary.error = Some(if crate::signals::stopping() {
             // Said once, whatever else the stop made fail on the way.
-            let why = format!("{e:#}");
+            let why = crate::error::chain(&e);
             if why.contains(STOPPING_ENDS_SESSION) {
                 STOPPING_ENDS_SESSION.to_string()
             } else {
                 format!("{STOPPING_ENDS_SESSION} ({why})")
             }
         } else {
-            format!("{e:#}")
+            crate::error::chain(&e)
         });
     }
     ctx.runner.forget_rulesets();
@@ -439,7 +441,7 @@ fn start_agent(ctx: &BrokerContext, account: &Account) -> Result<(Channel, Child
         std::thread::Builder::new()
             .name("agent-stderr".to_string())
             .spawn(move || relay_agent_stderr(stderr))
-            .context("cannot start the agent stderr relay")?;
+            .map_err(SessionError::StderrRelay)?;
     }
     Ok((ours, child))
 }
@@ -480,6 +482,7 @@ fn session_engine(
         &project.policy,
         ctx.secrets.delivery_files(),
     )
+    .map_err(SessionError::from)
 }
 
 /// The tools left out of the model's prompt: those a policy flag turns off.

@@ -68,7 +68,9 @@ pub(super) fn on_model(s: &mut Session<'_>, request: AgentRequest) -> Result<Flo
     };
     s.answer(AgentAnswer::Model(reply))?;
     if lost {
-        anyhow::bail!("the model gateway failed: {message}");
+        return Err(SessionError::Ended(format!(
+            "the model gateway failed: {message}"
+        )));
     }
     Ok(Flow::Next)
 }

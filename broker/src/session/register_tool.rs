@@ -69,7 +69,10 @@ impl<'a> Session<'a> {
             return ToolResult::refused(
                 call_id,
                 ToolStatus::Error,
-                format!("nothing was registered: the audit log failed: {e:#}"),
+                format!(
+                    "nothing was registered: the audit log failed: {}",
+                    crate::error::chain(&e)
+                ),
             );
         }
         let written =

@@ -25,7 +25,7 @@ impl<'a> Session<'a> {
     }
 
     pub(super) fn answer(&mut self, answer: AgentAnswer) -> Result<()> {
-        self.chan.send(&answer).context("cannot answer the agent")
+        self.chan.send(&answer).map_err(SessionError::AnswerAgent)
     }
 
     /// The request loop: each request goes to its row's handler. Returns
@@ -39,7 +39,7 @@ impl<'a> Session<'a> {
             let row =
                 dispatch::row(request.kind()).ok_or_else(|| dispatch::wrong_kind(&request))?;
             if row.refused_when_stopping && crate::signals::stopping() {
-                anyhow::bail!(STOPPING_ENDS_SESSION);
+                return Err(SessionError::Ended(STOPPING_ENDS_SESSION.to_string()));
             }
             match (row.handler)(self, request)? {
                 Flow::Next => {}
@@ -49,7 +49,7 @@ impl<'a> Session<'a> {
     }
 
     /// Turns a receive failure into the session's ending, audited.
-    pub(super) fn agent_lost(&mut self, e: ChannelError) -> anyhow::Error {
+    pub(super) fn agent_lost(&mut self, e: ChannelError) -> SessionError {
         let status = self.agent.try_wait().ok().flatten();
         let what = match (&e, status) {
             (e, Some(st)) if e.is_disconnect() => format!("the agent exited unexpectedly ({st})"),
@@ -63,7 +63,7 @@ impl<'a> Session<'a> {
             .ctx
             .audit
             .record(json!({"event": "session_error", "session": self.id, "error": what}));
-        anyhow::anyhow!(what)
+        SessionError::Ended(what)
     }
 
     pub(super) fn next_input(&mut self) -> OperatorInput {
@@ -92,7 +92,7 @@ impl<'a> Session<'a> {
             return Ok(());
         }
         let loaded = Project::load_policy(&self.ctx.layout)
-            .map_err(anyhow::Error::from)
+            .map_err(SessionError::from)
             .and_then(|(path, policy, _)| {
                 let engine = crate::planner::engine_for_layout(
                     &self.ctx.layout,
@@ -121,7 +121,8 @@ impl<'a> Session<'a> {
             }
             Err(e) => {
                 let why = format!(
-                    "agent.md no longer loads ({e:#}): this turn is refused until it is fixed"
+                    "agent.md no longer loads ({}): this turn is refused until it is fixed",
+                    crate::error::chain(&e)
                 );
                 let _ = self
                     .audit(json!({"event": "policy_rejected", "session": self.id, "error": why}));

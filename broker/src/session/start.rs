@@ -37,7 +37,7 @@ impl<'a> Session<'a> {
         // A pack that cannot be used stops the session before anything
         // starts, naming its file (and line).
         let skills = crate::skills::load(&ctx.layout.config_dir.join("skills"))
-            .context("cannot load the skill packs")?;
+            .map_err(SessionError::Skills)?;
         let approvals = Approvals::open(&ctx.layout)?;
         // A project tool that cannot be used, or waits for a person, is a
         // warning: the session goes on without it.
@@ -66,7 +66,7 @@ impl<'a> Session<'a> {
             secrets.add_redaction("API_KEY", &project.conf.api_key, &project.conf.masked_key());
         }
         let gateway = GatewayLink::start(&ctx.gateway_path, &project.conf, &model_account)
-            .context("cannot start the model gateway")?;
+            .map_err(SessionError::Gateway)?;
         let (chan, agent) = start_agent(ctx, &agent_account)?;
         let banner = format!(
             "sysward {BUILD_VERSION} — session {id}\nModel: {}\nMode: {}\nProject: {}\nHost: {}",
@@ -185,10 +185,10 @@ impl<'a> Session<'a> {
 
     pub(super) fn handshake(&mut self) -> Result<()> {
         if !self.chan.wait_readable(HELLO_TIMEOUT.as_millis() as i32)? {
-            anyhow::bail!(
+            return Err(SessionError::Ended(format!(
                 "the agent did not say hello within {}s",
                 HELLO_TIMEOUT.as_secs()
-            );
+            )));
         }
         // Only Hello is legal now (the dispatch table), so this is its handler.
         let hello = match self.recv() {
@@ -244,12 +244,12 @@ pub(super) fn on_hello(s: &mut Session<'_>, request: AgentRequest) -> Result<Flo
         let _ = s.chan.send(&AgentAnswer::Goodbye {
             reason: reason.clone(),
         });
-        anyhow::bail!(reason);
+        return Err(SessionError::Ended(reason));
     }
     let setup = s
         .welcome
         .take()
-        .ok_or_else(|| anyhow::anyhow!("the agent said hello twice"))?;
+        .ok_or_else(|| SessionError::Ended("the agent said hello twice".to_string()))?;
     s.state = AgentState::Ready;
     s.chan.send(&AgentAnswer::Welcome(setup))?;
     Ok(Flow::Next)

@@ -18,11 +18,11 @@ impl<'a> Session<'a> {
 
     pub(super) fn save_state(&mut self, file: StateFile, content: &[u8]) -> Result<()> {
         if content.len() > STATE_FILE_MAX {
-            anyhow::bail!(
+            return Err(SessionError::Ended(format!(
                 "the agent tried to save {} bytes of {}",
                 content.len(),
                 file.file_name()
-            );
+            )));
         }
         // memoria.md is part of every later session's prompt: each change is
         // recorded with its diff before it is written.

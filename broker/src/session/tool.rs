@@ -301,7 +301,7 @@ pub(super) fn on_tool(s: &mut Session<'_>, request: AgentRequest) -> Result<Flow
     s.op.event(&crate::record::tool_output(&result.call_id, &result));
     s.answer(AgentAnswer::Tool(result))?;
     if let Some(why) = s.ctx.pinned.stopped() {
-        anyhow::bail!("{why}");
+        return Err(SessionError::Ended(why.to_string()));
     }
     Ok(Flow::Next)
 }
