@@ -207,17 +207,19 @@ impl ClassifierPool {
         let deadline = Instant::now() + limit;
         let mut helper = match self.take(deadline) {
             Ok(h) => h,
-            Err(e) => return Classified {
-                decision: denial(
-                    &format!(
+            Err(e) => {
+                return Classified {
+                    decision: denial(
+                        &format!(
                         "classification did not finish: the command classifier cannot start ({})",
                         crate::error::chain(&e)
                     ),
-                    "classifier unavailable",
-                    display,
-                ),
-                incident: None,
-            },
+                        "classifier unavailable",
+                        display,
+                    ),
+                    incident: None,
+                }
+            }
         };
         match helper.decide(engine, request, deadline) {
             Ok((decision, retiring)) => {
