@@ -546,41 +546,65 @@ impl Drop for Helper {
     }
 }
 
+/// How a helper's decision goes beyond its policy: said inside the denial
+/// ("the command classifier answered a decision its policy does not allow
+/// (…)") that the audit and the model read.
+#[derive(Debug, thiserror::Error)]
+enum BeyondPolicy {
+    #[error("a decision that runs carries no confinement profile")]
+    NoProfile,
+    #[error("the profile runs as {uid}:{gid}, not the action's {action_uid}:{action_gid}")]
+    Identity {
+        uid: u32,
+        gid: u32,
+        action_uid: u32,
+        action_gid: u32,
+    },
+    #[error("network access with ALLOW_NETWORK=false")]
+    Network,
+    #[error("a system-wide write with ALLOW_OUTSIDE_PROJECT_WRITE=false")]
+    WriteEverywhere,
+    /// The write path as shown (one line, at most 200 characters).
+    #[error("a write to {0} outside the project with ALLOW_OUTSIDE_PROJECT_WRITE=false")]
+    WriteOutside(String),
+}
+
 /// What the broker checks of every decision a helper returns, whatever the
 /// helper computed: the bounds that follow from the policy's flags alone
 /// (the engine's own profile builder enforces the same ones, so a correct
 /// helper never trips them). A helper that answers beyond them is treated as
 /// broken: killed, and the request denied.
-fn within_policy(decision: &Decision, setup: &EngineSetup) -> Result<(), String> {
+fn within_policy(decision: &Decision, setup: &EngineSetup) -> Result<(), BeyondPolicy> {
     if decision.verdict.is_deny() {
         return Ok(());
     }
     let Some(profile) = &decision.profile else {
-        return Err("a decision that runs carries no confinement profile".to_string());
+        return Err(BeyondPolicy::NoProfile);
     };
     let (block, facts) = (&setup.block, &setup.facts);
     if (profile.uid, profile.gid) != (facts.action_uid, facts.action_gid)
         || !profile.groups.is_empty()
     {
-        return Err(format!(
-            "the profile runs as {}:{}, not the action's {}:{}",
-            profile.uid, profile.gid, facts.action_uid, facts.action_gid
-        ));
+        return Err(BeyondPolicy::Identity {
+            uid: profile.uid,
+            gid: profile.gid,
+            action_uid: facts.action_uid,
+            action_gid: facts.action_gid,
+        });
     }
     if profile.network && !block.allow_network {
-        return Err("network access with ALLOW_NETWORK=false".to_string());
+        return Err(BeyondPolicy::Network);
     }
     if !block.allow_outside_project_write {
         if profile.write_everywhere {
-            return Err("a system-wide write with ALLOW_OUTSIDE_PROJECT_WRITE=false".to_string());
+            return Err(BeyondPolicy::WriteEverywhere);
         }
         let inside =
             |p: &Path| p.starts_with(&facts.project_root) || p.starts_with(&facts.scratch_dir);
         if let Some(w) = profile.write_paths.iter().find(|w| !inside(Path::new(w))) {
-            return Err(format!(
-                "a write to {} outside the project with ALLOW_OUTSIDE_PROJECT_WRITE=false",
-                crate::sanitize::one_line(w, 200)
-            ));
+            return Err(BeyondPolicy::WriteOutside(crate::sanitize::one_line(
+                w, 200,
+            )));
         }
     }
     Ok(())
