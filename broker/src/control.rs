@@ -219,6 +219,30 @@ fn hold_instance_lock(socket: &Path) -> Result<()> {
     }
 }
 
+/// Why a peer on the control socket is not served: audited as the
+/// `operator_refused` reason and sent back after "refused: ", in the words
+/// both have always had.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerRefusal {
+    #[error("uid {0} is a sysward service user, not an operator")]
+    ServiceUser(u32),
+    /// The peer's groups could not be read.
+    #[error("{0}")]
+    Groups(peer::PeerError),
+    #[error("uid {0} is neither root nor in the {OPERATOR_GROUP} group")]
+    NotOperator(u32),
+    #[error("cannot check the peer's ancestry: {0}")]
+    Ancestry(peer::PeerError),
+    #[error("the peer descends from the broker (an agent, gateway or action)")]
+    Descendant,
+    #[error("the peer runs inside a sysward action's cgroup")]
+    InActionsCgroup,
+    #[error("the broker already serves {MAX_CONNECTIONS} connections; try again later")]
+    Busy,
+    #[error("uid {0} already holds {MAX_CONNECTIONS_PER_UID} connections to the broker; close some first")]
+    UidBusy(u32),
+}
+
 /// Decides whether a connected peer may act as an operator: root or a member of
 /// the operator group; not a sysward service user; not a descendant of this
 /// broker (agents, gateways, actions and whatever they start); not inside an
@@ -228,31 +252,24 @@ pub fn check_peer(
     operator_gid: u32,
     refused_uids: &[u32],
     actions_cgroup: Option<&Path>,
-) -> Result<(), String> {
+) -> Result<(), PeerRefusal> {
     if refused_uids.contains(&cred.uid) {
-        return Err(format!(
-            "uid {} is a sysward service user, not an operator",
-            cred.uid
-        ));
+        return Err(PeerRefusal::ServiceUser(cred.uid));
     }
     if cred.uid != 0 {
-        let groups = peer::process_groups(cred.pid).map_err(|e| e.to_string())?;
+        let groups = peer::process_groups(cred.pid).map_err(PeerRefusal::Groups)?;
         if cred.gid != operator_gid && !groups.contains(&operator_gid) {
-            return Err(format!(
-                "uid {} is neither root nor in the {OPERATOR_GROUP} group",
-                cred.uid
-            ));
+            return Err(PeerRefusal::NotOperator(cred.uid));
         }
     }
-    let chain =
-        peer::ancestry(cred.pid).map_err(|e| format!("cannot check the peer's ancestry: {e}"))?;
+    let chain = peer::ancestry(cred.pid).map_err(PeerRefusal::Ancestry)?;
     if chain.contains(&(std::process::id() as i32)) && cred.pid != std::process::id() as i32 {
         // Only our own children descend from us: agents, gateways, executors.
-        return Err("the peer descends from the broker (an agent, gateway or action)".to_string());
+        return Err(PeerRefusal::Descendant);
     }
     if let Some(root) = actions_cgroup {
         if in_actions_cgroup(cred.pid, root) {
-            return Err("the peer runs inside a sysward action's cgroup".to_string());
+            return Err(PeerRefusal::InActionsCgroup);
         }
     }
     Ok(())
@@ -393,18 +410,14 @@ pub struct ConnectionSlot {
 
 impl ConnectionSlots {
     /// Takes a slot for `uid`, or says why not.
-    pub fn take(slots: &Arc<ConnectionSlots>, uid: u32) -> Result<ConnectionSlot, String> {
+    pub fn take(slots: &Arc<ConnectionSlots>, uid: u32) -> Result<ConnectionSlot, PeerRefusal> {
         let mut c = slots.counts.lock().unwrap_or_else(|p| p.into_inner());
         if c.0 >= MAX_CONNECTIONS {
-            return Err(format!(
-                "the broker already serves {MAX_CONNECTIONS} connections; try again later"
-            ));
+            return Err(PeerRefusal::Busy);
         }
         let mine = c.1.get(&uid).copied().unwrap_or(0);
         if mine >= MAX_CONNECTIONS_PER_UID {
-            return Err(format!(
-                "uid {uid} already holds {MAX_CONNECTIONS_PER_UID} connections to the broker; close some first"
-            ));
+            return Err(PeerRefusal::UidBusy(uid));
         }
         c.0 += 1;
         c.1.insert(uid, mine + 1);

@@ -192,7 +192,7 @@ fn run_daemon(root: Option<PathBuf>, socket: PathBuf) -> Result<i32> {
             }
         };
         if let Err(reason) = control::check_peer(&cred, gid, &refused, actions_cgroup.as_deref()) {
-            let _ = ctx.audit.record(serde_json::json!({"event": "operator_refused", "pid": cred.pid, "uid": cred.uid, "reason": reason}));
+            let _ = ctx.audit.record(serde_json::json!({"event": "operator_refused", "pid": cred.pid, "uid": cred.uid, "reason": reason.to_string()}));
             let chan = sysward_ipc::Channel::new(conn);
             let _ = chan.send(&sysward_ipc::operator::OperatorAnswer::Error {
                 message: format!("refused: {reason}"),
@@ -202,7 +202,7 @@ fn run_daemon(root: Option<PathBuf>, socket: PathBuf) -> Result<i32> {
         let slot = match control::ConnectionSlots::take(&slots, cred.uid) {
             Ok(s) => s,
             Err(reason) => {
-                let _ = ctx.audit.record_lazy(serde_json::json!({"event": "operator_refused", "pid": cred.pid, "uid": cred.uid, "reason": reason}));
+                let _ = ctx.audit.record_lazy(serde_json::json!({"event": "operator_refused", "pid": cred.pid, "uid": cred.uid, "reason": reason.to_string()}));
                 let chan = sysward_ipc::Channel::new(conn);
                 let _ = chan.send(&sysward_ipc::operator::OperatorAnswer::Error {
                     message: format!("refused: {reason}"),
