@@ -9,6 +9,20 @@ use crate::sanitize;
 use sysward_ipc::agent::AgentEvent;
 use sysward_ipc::operator::{ApprovalDecision, ApprovalPrompt, SessionSummary};
 
+/// Why nobody can type a secret for this session: the model is told
+/// "ask_secret is not available: …" with these words.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretPromptError {
+    #[error("no operator terminal can answer a secret prompt in this session")]
+    NoTerminal,
+    #[error("nobody is at the client's terminal")]
+    NotInteractive,
+    #[error("operator input lost")]
+    InputLost,
+    #[error("the operator went away")]
+    Gone,
+}
+
 pub trait Operator: Send + Sync {
     fn session_started(&self, session_id: &str, banner: &str);
     fn event(&self, event: &AgentEvent);
@@ -28,8 +42,8 @@ pub trait Operator: Send + Sync {
         _name: &str,
         _scope: &crate::secrets::Scope,
         _reason: &str,
-    ) -> Result<Option<String>, String> {
-        Err("no operator terminal can answer a secret prompt in this session".to_string())
+    ) -> Result<Option<String>, SecretPromptError> {
+        Err(SecretPromptError::NoTerminal)
     }
 }
 

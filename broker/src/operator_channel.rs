@@ -4,7 +4,7 @@
 //! (`standalone.rs`) both end here, so there is one operator path.
 
 use crate::cancel::CancelToken;
-use crate::operator::Operator;
+use crate::operator::{Operator, SecretPromptError};
 use crate::operator_dispatch::{self, OperatorState};
 use crate::session::{self, BrokerContext, SessionRequest};
 use std::sync::mpsc::{self, Receiver};
@@ -224,9 +224,9 @@ impl Operator for ChannelOperator {
         name: &str,
         scope: &crate::secrets::Scope,
         reason: &str,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, SecretPromptError> {
         if !self.interactive {
-            return Err("nobody is at the client's terminal".to_string());
+            return Err(SecretPromptError::NotInteractive);
         }
         self.send(&OperatorAnswer::SecretNeeded {
             name: name.to_string(),
@@ -235,13 +235,11 @@ impl Operator for ChannelOperator {
         let inputs = self
             .inputs
             .lock()
-            .map_err(|_| "operator input lost".to_string())?;
+            .map_err(|_| SecretPromptError::InputLost)?;
         loop {
             match inputs.recv() {
                 Ok(OperatorRequest::Secret { value }) => return Ok(value.filter(|v| !v.is_empty())),
-                Ok(OperatorRequest::Detach) | Err(_) => {
-                    return Err("the operator went away".to_string())
-                }
+                Ok(OperatorRequest::Detach) | Err(_) => return Err(SecretPromptError::Gone),
                 Ok(_) => continue,
             }
         }
