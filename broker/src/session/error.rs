@@ -32,3 +32,43 @@ pub enum SessionError {
 }
 
 pub type Result<T, E = SessionError> = std::result::Result<T, E>;
+
+/// Why no action runs any more: the broker's own paths no longer name what
+/// it opened at start-up. The session's error, the audit and the action's
+/// notes say it in these words, and every later check repeats them.
+#[derive(Debug, thiserror::Error)]
+pub enum PinnedStop {
+    /// An earlier check stopped the broker; its reason, as said then.
+    #[error("{0}")]
+    Stopped(String),
+    #[error(
+        "the broker stopped: its own paths changed ({}): {}. No further action runs; inspect the host, restore the paths and restart sysward",
+        after(.action),
+        .changes.join("; ")
+    )]
+    Changed {
+        /// The action after which the change was seen (None: before the
+        /// session).
+        action: Option<String>,
+        changes: Vec<String>,
+    },
+}
+
+fn after(action: &Option<String>) -> String {
+    action
+        .as_ref()
+        .map_or("before the session".to_string(), |a| {
+            format!("after action {a}")
+        })
+}
+
+/// Why a turn is refused: agent.md changed and no longer loads. The operator
+/// is warned, the audit records it and the model is told, in these words.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyRefusal {
+    #[error(
+        "agent.md no longer loads ({}): this turn is refused until it is fixed",
+        crate::error::chain(.0)
+    )]
+    NoLongerLoads(SessionError),
+}

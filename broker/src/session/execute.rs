@@ -330,7 +330,7 @@ impl<'a> Session<'a> {
         notes.extend(one_shot_note);
         if profile.can_write() {
             if let Err(why) = check_pinned(self.ctx, &self.id, Some(&action_id)) {
-                notes.push(why);
+                notes.push(why.to_string());
             }
         }
         let mut change = None;

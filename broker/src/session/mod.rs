@@ -13,7 +13,7 @@ use crate::spawn::{self, Account};
 use crate::tasks::TaskRecords;
 use crate::{command_plan, sanitize};
 use error::Result;
-pub use error::SessionError;
+pub use error::{PinnedStop, PolicyRefusal, SessionError};
 use serde_json::json;
 use std::collections::HashSet;
 use std::io::Read;
@@ -178,7 +178,7 @@ pub fn run_session(ctx: &BrokerContext, req: SessionRequest, op: &dyn Operator) 
     }
     let _running = crate::signals::register(op.cancel_token());
     if let Err(why) = check_pinned(ctx, &id, None) {
-        summary.error = Some(why);
+        summary.error = Some(why.to_string());
         summary.exit_code = exit::STOPPED;
         let _ = ctx.audit.record(json!({"event": "session_end", "session": id, "exit_code": exit::STOPPED, "error": summary.error}));
         op.finished(&summary);
@@ -265,27 +265,24 @@ pub fn check_pinned(
     ctx: &BrokerContext,
     session: &str,
     action: Option<&str>,
-) -> Result<(), String> {
+) -> Result<(), PinnedStop> {
     if let Some(why) = ctx.pinned.stopped() {
-        return Err(why.to_string());
+        return Err(PinnedStop::Stopped(why.to_string()));
     }
     let changes = ctx.pinned.changes();
     if changes.is_empty() {
         return Ok(());
     }
-    let after = action.map_or("before the session".to_string(), |a| {
-        format!("after action {a}")
-    });
-    let why = format!(
-        "the broker stopped: its own paths changed ({after}): {}. No further action runs; inspect the host, restore the paths and restart sysward",
-        changes.join("; ")
-    );
     let _ = ctx.audit.record(json!({
         "event": "broker_stopped", "session": session, "action": action,
         "reason": "sysward's own paths changed", "changes": changes,
     }));
-    ctx.pinned.stop(why.clone());
-    Err(why)
+    let stop = PinnedStop::Changed {
+        action: action.map(str::to_string),
+        changes,
+    };
+    ctx.pinned.stop(stop.to_string());
+    Err(stop)
 }
 
 /// Records what the session before this one left unsaid (see

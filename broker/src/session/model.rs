@@ -8,7 +8,7 @@ impl<'a> Session<'a> {
         if let Err(why) = self.refresh_policy() {
             return ModelReply::Failed {
                 kind: ModelFailure::Refused,
-                message: why,
+                message: why.to_string(),
             };
         }
         if let Err(why) = model.check() {

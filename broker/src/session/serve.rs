@@ -86,7 +86,7 @@ impl<'a> Session<'a> {
     /// The permission snapshot of a turn: agent.md's policy as it is now.
     /// A changed policy applies from this turn (audited, and the operator is
     /// told); one that no longer loads refuses the turn.
-    pub(super) fn refresh_policy(&mut self) -> Result<(), String> {
+    pub(super) fn refresh_policy(&mut self) -> Result<(), PolicyRefusal> {
         let stamp = policy_stamp(&self.project.agent_md_path);
         if stamp == self.policy_stamp {
             return Ok(());
@@ -120,14 +120,12 @@ impl<'a> Session<'a> {
                 Ok(())
             }
             Err(e) => {
-                let why = format!(
-                    "agent.md no longer loads ({}): this turn is refused until it is fixed",
-                    crate::error::chain(&e)
-                );
+                let refusal = PolicyRefusal::NoLongerLoads(e);
+                let why = refusal.to_string();
                 let _ = self
                     .audit(json!({"event": "policy_rejected", "session": self.id, "error": why}));
-                self.op.event(&AgentEvent::Warning(why.clone()));
-                Err(why)
+                self.op.event(&AgentEvent::Warning(why));
+                Err(refusal)
             }
         }
     }
