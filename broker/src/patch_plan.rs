@@ -20,20 +20,32 @@ struct Request {
     reason: Option<String>,
 }
 
+/// Why an apply_patch request cannot be planned: what the model is told (as
+/// part of the planner's refusal), in the words it has always read.
+#[derive(Debug, thiserror::Error)]
+pub enum PatchPlanError {
+    #[error("invalid arguments for apply_patch: {0}")]
+    InvalidArguments(serde_json::Error),
+    #[error("apply_patch: directory must be a non-empty path")]
+    Directory,
+    #[error("apply_patch: {0}")]
+    Patch(patch::PatchError),
+}
+
 /// `(reason, targets, op)` of an apply_patch request.
-pub fn plan(arguments: &str, cwd: &Path) -> Result<(Option<String>, Vec<PathBuf>, FileOp), String> {
-    let r: Request = serde_json::from_str(arguments)
-        .map_err(|e| format!("invalid arguments for apply_patch: {e}"))?;
+pub fn plan(
+    arguments: &str,
+    cwd: &Path,
+) -> Result<(Option<String>, Vec<PathBuf>, FileOp), PatchPlanError> {
+    let r: Request = serde_json::from_str(arguments).map_err(PatchPlanError::InvalidArguments)?;
     let directory = match &r.directory {
-        Some(d) if d.is_empty() || d.contains('\0') => {
-            return Err("apply_patch: directory must be a non-empty path".to_string())
-        }
+        Some(d) if d.is_empty() || d.contains('\0') => return Err(PatchPlanError::Directory),
         Some(d) if Path::new(d).is_absolute() => PathBuf::from(d),
         Some(d) => cwd.join(d),
         None => cwd.to_path_buf(),
     };
     let (strip, sections) =
-        patch::sections(&r.patch, &directory, r.strip).map_err(|e| format!("apply_patch: {e}"))?;
+        patch::sections(&r.patch, &directory, r.strip).map_err(PatchPlanError::Patch)?;
     let files: Vec<_> = sections.into_iter().map(|s| s.file).collect();
     let targets = files.iter().map(|f| PathBuf::from(&f.path)).collect();
     let op = FileOp::ApplyPatch(ApplyPatchArgs {

@@ -17,6 +17,73 @@ use sysward_ipc::profile::ConfinementProfile;
 use sysward_ipc::tools::Tool;
 use sysward_policy::{Category, HostFacts, OwnedRequest};
 
+/// Why a tool call cannot be planned (or its plan cannot run): what the
+/// model is told and the audit's `tool_refused` records, so each variant's
+/// words are the ones the broker has always said. Text from the crates that
+/// still answer with a `String` (command planning, the journal, network
+/// tools, program lookup) is carried as it came.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("unknown tool {0:?}: the broker runs only the tools it knows")]
+    UnknownTool(String),
+    #[error("invalid arguments for {tool}: {why}")]
+    InvalidArguments {
+        tool: String,
+        why: serde_json::Error,
+    },
+    #[error("arguments for {tool} must be a JSON object")]
+    NotAnObject { tool: String },
+    #[error("unknown argument {argument:?} for {tool}")]
+    UnknownArgument { tool: String, argument: String },
+    #[error("argument {argument:?} of {tool} must be {expected}")]
+    WrongType {
+        tool: String,
+        argument: String,
+        expected: &'static str,
+    },
+    #[error("missing required argument {argument:?} for {tool}")]
+    MissingArgument { tool: String, argument: String },
+    #[error("{0} is not an action the broker runs")]
+    NotAnAction(&'static str),
+    #[error("register_tool is planned with the project's tools")]
+    RegisterTool,
+    #[error("find_program needs 1 to 32 program names")]
+    ProgramCount,
+    #[error("find_program: {0:?} is not a program name")]
+    NotAProgramName(String),
+    #[error("a path must be non-empty and contain no NUL byte")]
+    BadPath,
+    #[error("{tool}: content is larger than {FILE_WRITE_MAX} bytes")]
+    ContentTooLarge { tool: &'static str },
+    #[error("diff_files needs exactly one of `other` (a file) or `content`")]
+    DiffNeedsOne,
+    #[error("tail_file: lines must be 1 to {MAX_TAIL_LINES}")]
+    TailLines,
+    #[error("tail_file: follow_seconds is at most {MAX_FOLLOW_SECS}")]
+    FollowTooLong,
+    #[error("{0} is not a file tool")]
+    NotAFileTool(String),
+    #[error("{0} runs in the network executor, not sysward-exec")]
+    NetworkTool(&'static str),
+    /// A secret placeholder that cannot be substituted where it stands.
+    #[error("{0}")]
+    Secret(crate::secrets::SecretError),
+    #[error(transparent)]
+    Patch(#[from] crate::patch_plan::PatchPlanError),
+    /// `command_plan::command_plan`'s own words.
+    #[error("{0}")]
+    Command(String),
+    /// `journal::argv`'s own words.
+    #[error("{0}")]
+    Journal(String),
+    /// `net_action::plan`'s own words.
+    #[error("{0}")]
+    Net(String),
+    /// `command_plan::resolve_program`'s own words.
+    #[error("{0}")]
+    Program(String),
+}
+
 /// What the broker will do for one request.
 #[derive(Debug, Clone)]
 pub enum Plan {
@@ -50,19 +117,17 @@ pub enum Plan {
 
 /// Decodes a tool request into the broker's plan. Unknown tools and malformed
 /// arguments are errors the model sees.
-pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, String> {
+pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, PlanError> {
     let Some(tool) = Tool::from_name(&req.tool) else {
-        return Err(format!(
-            "unknown tool {:?}: the broker runs only the tools it knows",
-            crate::sanitize::one_line(&req.tool, 64)
-        ));
+        return Err(PlanError::UnknownTool(crate::sanitize::one_line(
+            &req.tool, 64,
+        )));
     };
     match tool {
-        Tool::Exec | Tool::Shell => Ok(Plan::Command(command_plan::command_plan(
-            &req.tool,
-            &req.arguments,
-            default_cwd,
-        )?)),
+        Tool::Exec | Tool::Shell => Ok(Plan::Command(
+            command_plan::command_plan(&req.tool, &req.arguments, default_cwd)
+                .map_err(PlanError::Command)?,
+        )),
         Tool::ReadFile
         | Tool::WriteFile
         | Tool::EditFile
@@ -79,7 +144,7 @@ pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, 
         | Tool::TailFile
         | Tool::ApplyPatch => file_plan(&req.tool, &req.arguments, default_cwd),
         Tool::ReadJournal => {
-            let argv = crate::journal::argv(&req.arguments)?;
+            let argv = crate::journal::argv(&req.arguments).map_err(PlanError::Journal)?;
             Ok(Plan::Builtin {
                 tool: tool.name().to_string(),
                 command: CommandPlan {
@@ -95,8 +160,7 @@ pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, 
         }
         Tool::SystemInfo => {
             let _: serde_json::Map<String, serde_json::Value> =
-                serde_json::from_str(&req.arguments)
-                    .map_err(|e| format!("invalid arguments for system_info: {e}"))?;
+                decode("system_info", &req.arguments)?;
             Ok(builtin(
                 "system_info",
                 SYSTEM_INFO_SCRIPT.to_string(),
@@ -104,8 +168,7 @@ pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, 
             ))
         }
         Tool::FindProgram => {
-            let a: FindProgramArgs = serde_json::from_str(&req.arguments)
-                .map_err(|e| format!("invalid arguments for find_program: {e}"))?;
+            let a: FindProgramArgs = decode("find_program", &req.arguments)?;
             Ok(builtin(
                 "find_program",
                 find_program_script(&a.programs)?,
@@ -121,17 +184,13 @@ pub fn plan(req: &ToolRequest, default_cwd: &Path) -> std::result::Result<Plan, 
         | Tool::WebFetch
         | Tool::WebSearch
         | Tool::CveLookup
-        | Tool::Download => Ok(Plan::Net(crate::net_action::plan(
-            tool,
-            &req.arguments,
-            default_cwd,
-        )?)),
-        Tool::Remember | Tool::Forget | Tool::AskSecret => {
-            Err(format!("{} is not an action the broker runs", tool.name()))
-        }
+        | Tool::Download => Ok(Plan::Net(
+            crate::net_action::plan(tool, &req.arguments, default_cwd).map_err(PlanError::Net)?,
+        )),
+        Tool::Remember | Tool::Forget | Tool::AskSecret => Err(PlanError::NotAnAction(tool.name())),
         // Planned by the session, which knows the project's tools directory
         // and the skill packs whose names it may not take.
-        Tool::RegisterTool => Err("register_tool is planned with the project's tools".to_string()),
+        Tool::RegisterTool => Err(PlanError::RegisterTool),
     }
 }
 
@@ -155,9 +214,9 @@ echo "== interfaces"; ip -brief address 2>/dev/null || cat /proc/net/dev"#;
 
 /// `find_program`: which of the named programs exist, and which package
 /// provides a missing one (dpkg -S on Debian). Names are checked, then quoted.
-fn find_program_script(programs: &[String]) -> std::result::Result<String, String> {
+fn find_program_script(programs: &[String]) -> std::result::Result<String, PlanError> {
     if programs.is_empty() || programs.len() > 32 {
-        return Err("find_program needs 1 to 32 program names".to_string());
+        return Err(PlanError::ProgramCount);
     }
     let mut script = String::new();
     for p in programs {
@@ -167,10 +226,7 @@ fn find_program_script(programs: &[String]) -> std::result::Result<String, Strin
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "._+-".contains(c))
         {
-            return Err(format!(
-                "find_program: {:?} is not a program name",
-                crate::sanitize::one_line(p, 64)
-            ));
+            return Err(PlanError::NotAProgramName(crate::sanitize::one_line(p, 64)));
         }
         script.push_str(&format!(
             "if command -v {p} >/dev/null 2>&1; then echo \"{p}: $(command -v {p})\"; else echo \"{p}: not installed\"; (dpkg -S \"bin/{p}\" 2>/dev/null || true) | head -3; fi\n"
@@ -197,14 +253,17 @@ fn builtin(tool: &str, script: String, cwd: &Path) -> Plan {
 fn decode<T: serde::de::DeserializeOwned>(
     tool: &str,
     arguments: &str,
-) -> std::result::Result<T, String> {
-    serde_json::from_str(arguments).map_err(|e| format!("invalid arguments for {tool}: {e}"))
+) -> std::result::Result<T, PlanError> {
+    serde_json::from_str(arguments).map_err(|why| PlanError::InvalidArguments {
+        tool: tool.to_string(),
+        why,
+    })
 }
 
 /// Makes `p` absolute against `cwd`, refusing NUL bytes.
-fn abs_string(p: &mut String, cwd: &Path) -> std::result::Result<PathBuf, String> {
+fn abs_string(p: &mut String, cwd: &Path) -> std::result::Result<PathBuf, PlanError> {
     if p.is_empty() || p.contains('\0') {
-        return Err("a path must be non-empty and contain no NUL byte".to_string());
+        return Err(PlanError::BadPath);
     }
     let path = absolute(p, cwd);
     *p = path.display().to_string();
@@ -213,7 +272,7 @@ fn abs_string(p: &mut String, cwd: &Path) -> std::result::Result<PathBuf, String
 
 /// A file tool: strict decoding into the executor's argument structs, every
 /// path made absolute, the targets the policy judges.
-fn file_plan(tool: &str, arguments: &str, cwd: &Path) -> std::result::Result<Plan, String> {
+fn file_plan(tool: &str, arguments: &str, cwd: &Path) -> std::result::Result<Plan, PlanError> {
     let mut recursive = false;
     let (op, targets, reason) = match tool {
         "read_file" => {
@@ -224,9 +283,7 @@ fn file_plan(tool: &str, arguments: &str, cwd: &Path) -> std::result::Result<Pla
         "write_file" => {
             let mut a: WriteFileArgs = decode(tool, arguments)?;
             if a.content.len() > FILE_WRITE_MAX {
-                return Err(format!(
-                    "write_file: content is larger than {FILE_WRITE_MAX} bytes"
-                ));
+                return Err(PlanError::ContentTooLarge { tool: "write_file" });
             }
             let t = vec![abs_string(&mut a.path, cwd)?];
             (a.reason.clone(), t, FileOp::WriteFile(a))
@@ -294,34 +351,24 @@ fn file_plan(tool: &str, arguments: &str, cwd: &Path) -> std::result::Result<Pla
             match (&mut a.other, &a.content) {
                 (Some(other), None) => t.push(abs_string(other, cwd)?),
                 (None, Some(c)) if c.len() <= FILE_WRITE_MAX => {}
-                (None, Some(_)) => {
-                    return Err(format!(
-                        "diff_files: content is larger than {FILE_WRITE_MAX} bytes"
-                    ))
-                }
-                _ => {
-                    return Err(
-                        "diff_files needs exactly one of `other` (a file) or `content`".to_string(),
-                    )
-                }
+                (None, Some(_)) => return Err(PlanError::ContentTooLarge { tool: "diff_files" }),
+                _ => return Err(PlanError::DiffNeedsOne),
             }
             (a.reason.clone(), t, FileOp::DiffFiles(a))
         }
         "tail_file" => {
             let mut a: TailFileArgs = decode(tool, arguments)?;
             if a.lines.is_some_and(|n| n == 0 || n > MAX_TAIL_LINES) {
-                return Err(format!("tail_file: lines must be 1 to {MAX_TAIL_LINES}"));
+                return Err(PlanError::TailLines);
             }
             if a.follow_seconds.is_some_and(|s| s > MAX_FOLLOW_SECS) {
-                return Err(format!(
-                    "tail_file: follow_seconds is at most {MAX_FOLLOW_SECS}"
-                ));
+                return Err(PlanError::FollowTooLong);
             }
             let t = vec![abs_string(&mut a.path, cwd)?];
             (a.reason.clone(), t, FileOp::TailFile(a))
         }
         "apply_patch" => crate::patch_plan::plan(arguments, cwd)?,
-        other => return Err(format!("{other} is not a file tool")),
+        other => return Err(PlanError::NotAFileTool(other.to_string())),
     }
     .pipe_reorder();
     let display = format!(
@@ -417,7 +464,7 @@ impl Plan {
     pub fn check_secrets(
         &self,
         secrets: &crate::secrets::SessionSecrets,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), PlanError> {
         let r = match self {
             Plan::Builtin { .. } => Ok(()),
             // A pack gets no secret: a placeholder in its arguments is refused.
@@ -440,7 +487,7 @@ impl Plan {
             Plan::Net(n) => secrets.check_text(n.tool.name(), &n.display),
         };
         let cwd_check = secrets.check_text("cwd", &self.cwd().display().to_string());
-        r.and(cwd_check).map_err(|e| e.to_string())
+        r.and(cwd_check).map_err(PlanError::Secret)
     }
 
     /// The timeout the request asked for (bounded when decoded).
@@ -472,7 +519,7 @@ impl Plan {
         profile: ConfinementProfile,
         cgroup_dir: Option<String>,
         backup: bool,
-    ) -> std::result::Result<ExecSpec, String> {
+    ) -> std::result::Result<ExecSpec, PlanError> {
         match self {
             Plan::Command(c)
             | Plan::Builtin { command: c, .. }
@@ -491,7 +538,8 @@ impl Plan {
                         }
                     }
                 }
-                argv[0] = command_plan::resolve_program(&argv[0])?
+                argv[0] = command_plan::resolve_program(&argv[0])
+                    .map_err(PlanError::Program)?
                     .display()
                     .to_string();
                 let tmp = profile.scratch_dir.clone();
@@ -516,10 +564,7 @@ impl Plan {
                 env: command_plan::action_env(profile.scratch_dir.as_deref()),
                 profile,
             }),
-            Plan::Net(n) => Err(format!(
-                "{} runs in the network executor, not sysward-exec",
-                n.tool.name()
-            )),
+            Plan::Net(n) => Err(PlanError::NetworkTool(n.tool.name())),
         }
     }
 }

@@ -15,7 +15,7 @@
 
 use crate::approvals::{request_key, ApprovalRequest, Approvals};
 use crate::command_plan::CommandPlan;
-use crate::planner::Plan;
+use crate::planner::{Plan, PlanError};
 use crate::skills::{self, Home, Skill, Skills};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -31,6 +31,52 @@ const MAX_TOOLS: usize = 32;
 pub const SCRIPT_MAX: usize = 64 << 10;
 /// Lines of the manifest and the script kept for the person approving.
 const LINES_SHOWN: usize = crate::approval_view::PARTS_KEPT;
+
+/// Why a project tool is not loaded, not registered or not run: the loader's
+/// warnings, and what the model is told of a `register_tool` call or of a
+/// call of the tool, in the words they have always had.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("{}: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{}: larger than {} KiB", path.display(), max >> 10)]
+    TooLarge { path: PathBuf, max: usize },
+    #[error("{}: is not UTF-8 text", .0.display())]
+    NotUtf8(PathBuf),
+    #[error("{0}")]
+    Load(skills::SkillError),
+    #[error("project tool {0}: its manifest or script changed since it was approved; it needs a new approval (see `sysward approvals` in the next session)")]
+    Changed(String),
+    /// A tool waiting for a person: the hint the session worked out when it
+    /// started (the approval's id, or why none could be made).
+    #[error("{0}")]
+    NotApproved(String),
+    #[error("invalid arguments for register_tool: {0}")]
+    InvalidArguments(serde_json::Error),
+    #[error("register_tool: {0}")]
+    Name(skills::NameError),
+    #[error(
+        "register_tool: {0} is the name of one of the operator's skill packs; choose another name"
+    )]
+    PackName(String),
+    #[error("register_tool: the script is larger than {} KiB", SCRIPT_MAX >> 10)]
+    ScriptTooLarge,
+    #[error("register_tool: the script must start with a #! line naming its interpreter")]
+    NoInterpreter,
+    #[error("register_tool: the script must be text without NUL bytes")]
+    NulInScript,
+    #[error("register_tool: {0}")]
+    ManifestText(serde_json::Error),
+    #[error("register_tool: {0}")]
+    Manifest(skills::SkillError),
+    #[error("register_tool: {} is written by the broker, not by an action", .0.display())]
+    BrokerWrites(PathBuf),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+}
 
 /// `register_tool`'s arguments (strict: an unknown field is an error).
 #[derive(Debug, Deserialize)]
@@ -138,15 +184,12 @@ impl ProjectTool {
     }
 
     /// Reads both files again: Ok when they still hash to what was approved.
-    pub fn unchanged(&self) -> Result<(), String> {
+    pub fn unchanged(&self) -> Result<(), ToolError> {
         let (manifest, script) = read_pair(&self.manifest_path, &self.skill.executable)?;
         if hash(&manifest, &script) == self.sha256 {
             Ok(())
         } else {
-            Err(format!(
-                "project tool {}: its manifest or script changed since it was approved; it needs a new approval (see `sysward approvals` in the next session)",
-                self.skill.tool.name
-            ))
+            Err(ToolError::Changed(self.skill.tool.name.clone()))
         }
     }
 
@@ -166,7 +209,7 @@ impl ProjectTool {
     /// person approved these bytes, the category with them); any other is
     /// the script run as a program in the project, decided as that command
     /// (an unknown program), since no profile can say what it may write.
-    pub fn plan(&self, arguments: &str, project: &Path) -> Result<Plan, String> {
+    pub fn plan(&self, arguments: &str, project: &Path) -> Result<Plan, PlanError> {
         if self.decided_as_skill() {
             return skills::plan(&self.skill, arguments, project);
         }
@@ -203,14 +246,21 @@ fn hash(manifest: &[u8], script: &[u8]) -> String {
     crate::project::hex(&h.finalize())
 }
 
-fn read_pair(manifest: &Path, script: &Path) -> Result<(Vec<u8>, Vec<u8>), String> {
-    let read = |p: &Path, max: usize| -> Result<Vec<u8>, String> {
-        let f = crate::project::open_regular(p).map_err(|e| format!("{}: {e}", p.display()))?;
+fn read_pair(manifest: &Path, script: &Path) -> Result<(Vec<u8>, Vec<u8>), ToolError> {
+    let read = |p: &Path, max: usize| -> Result<Vec<u8>, ToolError> {
+        let failed = |error| ToolError::Read {
+            path: p.to_path_buf(),
+            error,
+        };
+        let f = crate::project::open_regular(p).map_err(failed)?;
         let mut out = Vec::new();
         std::io::Read::read_to_end(&mut std::io::Read::take(f, max as u64 + 1), &mut out)
-            .map_err(|e| format!("{}: {e}", p.display()))?;
+            .map_err(failed)?;
         if out.len() > max {
-            return Err(format!("{}: larger than {} KiB", p.display(), max >> 10));
+            return Err(ToolError::TooLarge {
+                path: p.to_path_buf(),
+                max,
+            });
         }
         Ok(out)
     };
@@ -283,13 +333,13 @@ pub fn load(dir: &Path, packs: &Skills) -> ProjectTools {
     out
 }
 
-fn load_one(home: &Path, name: &str) -> Result<ProjectTool, String> {
+fn load_one(home: &Path, name: &str) -> Result<ProjectTool, ToolError> {
     let (skill, manifest) =
-        skills::load_from(home, name, Home::Project).map_err(|e| e.to_string())?;
+        skills::load_from(home, name, Home::Project).map_err(ToolError::Load)?;
     let manifest_path = home.join(RegisterToolArgs::MANIFEST);
     let (_, script) = read_pair(&manifest_path, &skill.executable)?;
-    let script = String::from_utf8(script)
-        .map_err(|_| format!("{}: is not UTF-8 text", skill.executable.display()))?;
+    let script =
+        String::from_utf8(script).map_err(|_| ToolError::NotUtf8(skill.executable.clone()))?;
     let sha256 = hash(manifest.as_bytes(), script.as_bytes());
     Ok(ProjectTool {
         skill,
@@ -372,30 +422,20 @@ pub fn check_registration(
     arguments: &str,
     tools_dir: &Path,
     packs: &Skills,
-) -> Result<Registration, String> {
-    let a: RegisterArgs = serde_json::from_str(arguments)
-        .map_err(|e| format!("invalid arguments for register_tool: {e}"))?;
-    skills::check_name(&a.name).map_err(|e| format!("register_tool: {e}"))?;
+) -> Result<Registration, ToolError> {
+    let a: RegisterArgs = serde_json::from_str(arguments).map_err(ToolError::InvalidArguments)?;
+    skills::check_name(&a.name).map_err(ToolError::Name)?;
     if packs.find(&a.name).is_some() {
-        return Err(format!(
-            "register_tool: {} is the name of one of the operator's skill packs; choose another name",
-            a.name
-        ));
+        return Err(ToolError::PackName(a.name));
     }
     if a.script.len() > SCRIPT_MAX {
-        return Err(format!(
-            "register_tool: the script is larger than {} KiB",
-            SCRIPT_MAX >> 10
-        ));
+        return Err(ToolError::ScriptTooLarge);
     }
     if !a.script.starts_with("#!") {
-        return Err(
-            "register_tool: the script must start with a #! line naming its interpreter"
-                .to_string(),
-        );
+        return Err(ToolError::NoInterpreter);
     }
     if a.script.contains('\0') {
-        return Err("register_tool: the script must be text without NUL bytes".to_string());
+        return Err(ToolError::NulInScript);
     }
     let mut manifest = serde_json::json!({
         "description": a.description,
@@ -406,11 +446,10 @@ pub fn check_registration(
     if let Some(p) = a.parameters {
         manifest["parameters"] = p;
     }
-    let manifest =
-        serde_json::to_string_pretty(&manifest).map_err(|e| format!("register_tool: {e}"))? + "\n";
+    let manifest = serde_json::to_string_pretty(&manifest).map_err(ToolError::ManifestText)? + "\n";
     let manifest_path = tools_dir.join(&a.name).join(RegisterToolArgs::MANIFEST);
     skills::check_manifest(&manifest, &manifest_path, &a.name, Home::Project)
-        .map_err(|e| format!("register_tool: {e}"))?;
+        .map_err(ToolError::Manifest)?;
     Ok(Registration {
         name: a.name,
         manifest,
@@ -427,7 +466,7 @@ pub fn register_plan(
     arguments: &str,
     tools_dir: &Path,
     packs: &Skills,
-) -> Result<(Plan, String), String> {
+) -> Result<(Plan, String), ToolError> {
     let r = check_registration(arguments, tools_dir, packs)?;
     let dir = tools_dir.join(&r.name);
     // The tools directory itself is a target: the executor may have to
@@ -568,7 +607,7 @@ impl SessionTools {
         arguments: &str,
         packs: &Skills,
         cwd: &Path,
-    ) -> Option<Result<Plan, String>> {
+    ) -> Option<Result<Plan, ToolError>> {
         if tool == sysward_ipc::tools::Tool::RegisterTool.name() {
             return Some(match &self.home {
                 ToolsHome::Project(dir) => {
@@ -576,19 +615,19 @@ impl SessionTools {
                 }
                 // The session writes these itself (`broker_writes`); no
                 // action may.
-                ToolsHome::Broker { dir, .. } => Err(format!(
-                    "register_tool: {} is written by the broker, not by an action",
-                    dir.display()
-                )),
+                ToolsHome::Broker { dir, .. } => Err(ToolError::BrokerWrites(dir.clone())),
             });
         }
         if let Some(t) = self.approved.iter().find(|t| t.skill.tool.name == tool) {
-            return Some(t.unchanged().and_then(|()| t.plan(arguments, cwd)));
+            return Some(
+                t.unchanged()
+                    .and_then(|()| t.plan(arguments, cwd).map_err(ToolError::from)),
+            );
         }
         self.waiting
             .iter()
             .find(|(name, _)| name == tool)
-            .map(|(_, hint)| Err(hint.clone()))
+            .map(|(_, hint)| Err(ToolError::NotApproved(hint.clone())))
     }
 
     /// After `register_tool` wrote a tool: its pending approval, and what

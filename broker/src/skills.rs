@@ -8,6 +8,7 @@
 //! on its standard output. A manifest that cannot be used stops the session
 //! before it starts, naming its file and line.
 
+use crate::planner::PlanError;
 use crate::project::{strict_modes, Place};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -39,6 +40,30 @@ pub enum SkillError {
     },
     #[error("{0}: more than {MAX_SKILLS} skill packs")]
     TooMany(String),
+}
+
+/// Why a name cannot be a tool's: said inside the pack's error when a pack
+/// is loaded, and to the model when it registers a project tool.
+#[derive(Debug, thiserror::Error)]
+pub enum NameError {
+    /// The name as shown (one line, at most 64 characters).
+    #[error(
+        "{0:?}: a tool's name must be 2-48 characters of a-z, 0-9 and _, starting with a letter"
+    )]
+    Charset(String),
+    #[error("{0} is the name of a built-in tool; choose another name")]
+    BuiltIn(String),
+}
+
+/// Why a pack's output is not shown as its JSON: the model is told, and sees
+/// the output as it was.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("the skill pack's output is not JSON ({why}); it was:\n{stdout}")]
+    NotJson {
+        why: serde_json::Error,
+        stdout: String,
+    },
 }
 
 #[derive(Debug, Deserialize)]
@@ -308,17 +333,12 @@ fn parse_manifest(
 }
 
 /// Checks a tool's name (its directory's): the charset, and no built-in's.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), NameError> {
     if !valid_name(name) {
-        return Err(format!(
-            "{:?}: a tool's name must be 2-48 characters of a-z, 0-9 and _, starting with a letter",
-            crate::sanitize::one_line(name, 64)
-        ));
+        return Err(NameError::Charset(crate::sanitize::one_line(name, 64)));
     }
     if Tool::from_name(name).is_some() {
-        return Err(format!(
-            "{name} is the name of a built-in tool; choose another name"
-        ));
+        return Err(NameError::BuiltIn(name.to_string()));
     }
     Ok(())
 }
@@ -337,7 +357,7 @@ pub fn load_from(pack: &Path, name: &str, home: Home) -> Result<(Skill, String),
             "is not a directory (a pack is a directory holding skill.json and its executable)",
         ));
     }
-    check_name(name).map_err(|why| pack_error(pack, why))?;
+    check_name(name).map_err(|why| pack_error(pack, why.to_string()))?;
     let manifest_path = pack.join("skill.json");
     let m = strict(&manifest_path, Place::File)?;
     if m.len() > MANIFEST_MAX {
@@ -372,16 +392,17 @@ pub fn load_from(pack: &Path, name: &str, home: Home) -> Result<(Skill, String),
 /// The model's arguments checked against the pack's parameters (the agent
 /// checks too; the broker trusts none of it) and turned into the JSON the
 /// pack reads on its standard input.
-pub fn arguments(skill: &Skill, arguments: &str) -> Result<String, String> {
+pub fn arguments(skill: &Skill, arguments: &str) -> Result<String, PlanError> {
+    let tool = || skill.tool.name.clone();
     let v: serde_json::Value = if arguments.trim().is_empty() {
         serde_json::json!({})
     } else {
         serde_json::from_str(arguments)
-            .map_err(|e| format!("invalid arguments for {}: {e}", skill.tool.name))?
+            .map_err(|why| PlanError::InvalidArguments { tool: tool(), why })?
     };
     let obj = v
         .as_object()
-        .ok_or_else(|| format!("arguments for {} must be a JSON object", skill.tool.name))?;
+        .ok_or_else(|| PlanError::NotAnObject { tool: tool() })?;
     let mut out = serde_json::Map::new();
     for (k, value) in obj {
         if k == "reason" {
@@ -392,22 +413,25 @@ pub fn arguments(skill: &Skill, arguments: &str) -> Result<String, String> {
             .params
             .iter()
             .find(|p| &p.name == k)
-            .ok_or_else(|| format!("unknown argument {k:?} for {}", skill.tool.name))?;
+            .ok_or_else(|| PlanError::UnknownArgument {
+                tool: tool(),
+                argument: k.clone(),
+            })?;
         if !p.ty.accepts(value) {
-            return Err(format!(
-                "argument {k:?} of {} must be {}",
-                skill.tool.name,
-                p.ty.text()
-            ));
+            return Err(PlanError::WrongType {
+                tool: tool(),
+                argument: k.clone(),
+                expected: p.ty.text(),
+            });
         }
         out.insert(k.clone(), value.clone());
     }
     for p in skill.tool.params.iter().filter(|p| p.required) {
         if !out.contains_key(&p.name) {
-            return Err(format!(
-                "missing required argument {:?} for {}",
-                p.name, skill.tool.name
-            ));
+            return Err(PlanError::MissingArgument {
+                tool: tool(),
+                argument: p.name.clone(),
+            });
         }
     }
     Ok(serde_json::Value::Object(out).to_string())
@@ -415,19 +439,20 @@ pub fn arguments(skill: &Skill, arguments: &str) -> Result<String, String> {
 
 /// A pack's standard output as the model sees it: its JSON, indented; an
 /// output that is not JSON is shown as it is, with a note.
-pub fn result_text(stdout: &str) -> Result<String, String> {
+pub fn result_text(stdout: &str) -> Result<String, OutputError> {
     match serde_json::from_str::<serde_json::Value>(stdout.trim()) {
         Ok(v) => Ok(serde_json::to_string_pretty(&v).unwrap_or_else(|_| stdout.to_string())),
-        Err(e) => Err(format!(
-            "the skill pack's output is not JSON ({e}); it was:\n{stdout}"
-        )),
+        Err(why) => Err(OutputError::NotJson {
+            why,
+            stdout: stdout.to_string(),
+        }),
     }
 }
 
 /// The plan of a call to `skill`: its executable, run as an argv with the
 /// checked arguments on its standard input, in the broker's working
 /// directory for actions.
-pub fn plan(skill: &Skill, arguments: &str, cwd: &Path) -> Result<crate::planner::Plan, String> {
+pub fn plan(skill: &Skill, arguments: &str, cwd: &Path) -> Result<crate::planner::Plan, PlanError> {
     let stdin = self::arguments(skill, arguments)?;
     Ok(crate::planner::Plan::Skill {
         tool: skill.tool.name.clone(),

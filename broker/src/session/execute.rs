@@ -140,7 +140,7 @@ impl<'a> Session<'a> {
             backup,
         ) {
             Ok(s) => s,
-            Err(message) => return not_run(&mut pending_audit, message),
+            Err(e) => return not_run(&mut pending_audit, e.to_string()),
         };
         // One-shot secret files of this action; removed when it ends, on
         // every path out of this function.
@@ -408,7 +408,7 @@ impl<'a> Session<'a> {
             Some(Err(why)) => {
                 result.status = ToolStatus::Error;
                 result.stdout.clear();
-                notes.push(why);
+                notes.push(why.to_string());
             }
             None => {}
         }

@@ -38,6 +38,7 @@ impl<'a> Session<'a> {
             .map_err(|e| e.to_string())
             .and_then(|()| {
                 crate::project_tools::check_registration(&req.arguments, dir, &self.skills)
+                    .map_err(|e| e.to_string())
             });
         let registration = match checked {
             Ok(r) => r,

@@ -17,14 +17,26 @@ impl<'a> Session<'a> {
             }
         }
         let default_cwd = self.ctx.layout.state_dir.clone();
+        // The model and the audit read the refusal's words.
         let planned = match self.skills.find(&req.tool) {
-            Some(skill) => crate::skills::plan(skill, &req.arguments, &default_cwd),
-            None => self
-                .project_tools
-                .plan(&req.tool, &req.arguments, &self.skills, &default_cwd)
-                .unwrap_or_else(|| crate::planner::plan(&req, &default_cwd)),
+            Some(skill) => {
+                crate::skills::plan(skill, &req.arguments, &default_cwd).map_err(|e| e.to_string())
+            }
+            None => {
+                match self
+                    .project_tools
+                    .plan(&req.tool, &req.arguments, &self.skills, &default_cwd)
+                {
+                    Some(planned) => planned.map_err(|e| e.to_string()),
+                    None => crate::planner::plan(&req, &default_cwd).map_err(|e| e.to_string()),
+                }
+            }
         };
-        let planned = planned.and_then(|plan| plan.check_secrets(&self.secrets).map(|()| plan));
+        let planned = planned.and_then(|plan| {
+            plan.check_secrets(&self.secrets)
+                .map_err(|e| e.to_string())
+                .map(|()| plan)
+        });
         let mut clock = crate::stage_clock::StageClock::start();
         clock.mark("plan");
         let (plan, decision) = match planned {
@@ -253,7 +265,7 @@ impl<'a> Session<'a> {
                 Err(why) => {
                     result.status = ToolStatus::Error;
                     result.stdout.clear();
-                    result.message = why;
+                    result.message = why.to_string();
                 }
             }
         }
