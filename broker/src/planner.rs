@@ -834,4 +834,73 @@ mod tests {
         with_input.stdin = Some("flush ruleset\n".into());
         assert_eq!(netfilter_listing(&with_input), None);
     }
+
+    /// The typed refusals read as the strings they replaced, byte for byte.
+    #[test]
+    fn refusals_read_as_they_always_did() {
+        let refusal = |tool: &str, arguments: &str| {
+            let req = ToolRequest {
+                call_id: "c".into(),
+                tool: tool.into(),
+                arguments: arguments.into(),
+            };
+            plan(&req, Path::new("/p")).unwrap_err().to_string()
+        };
+        for (tool, arguments, said) in [
+            (
+                "no_such",
+                "{}",
+                "unknown tool \"no_such\": the broker runs only the tools it knows",
+            ),
+            (
+                "remember",
+                "{}",
+                "remember is not an action the broker runs",
+            ),
+            (
+                "register_tool",
+                "{}",
+                "register_tool is planned with the project's tools",
+            ),
+            (
+                "find_program",
+                r#"{"programs":[]}"#,
+                "find_program needs 1 to 32 program names",
+            ),
+            (
+                "find_program",
+                r#"{"programs":["a b"]}"#,
+                "find_program: \"a b\" is not a program name",
+            ),
+            (
+                "read_file",
+                r#"{"path":""}"#,
+                "a path must be non-empty and contain no NUL byte",
+            ),
+            (
+                "diff_files",
+                r#"{"path":"a"}"#,
+                "diff_files needs exactly one of `other` (a file) or `content`",
+            ),
+            (
+                "tail_file",
+                r#"{"path":"a","lines":0}"#,
+                "tail_file: lines must be 1 to 5000",
+            ),
+            (
+                "tail_file",
+                r#"{"path":"a","follow_seconds":99}"#,
+                "tail_file: follow_seconds is at most 30",
+            ),
+            (
+                "apply_patch",
+                r#"{"patch":"","directory":""}"#,
+                "apply_patch: directory must be a non-empty path",
+            ),
+        ] {
+            assert_eq!(refusal(tool, arguments), said, "{tool} {arguments}");
+        }
+        assert!(refusal("system_info", "[]").starts_with("invalid arguments for system_info: "));
+        assert!(refusal("apply_patch", "{}").starts_with("invalid arguments for apply_patch: "));
+    }
 }

@@ -72,3 +72,23 @@ pub enum PolicyRefusal {
     )]
     NoLongerLoads(SessionError),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pinned_stop_reads_as_it_always_did() {
+        let changed = |action: Option<&str>| PinnedStop::Changed {
+            action: action.map(String::from),
+            changes: vec!["/a moved".into(), "/b moved".into()],
+        };
+        assert_eq!(
+            changed(None).to_string(),
+            "the broker stopped: its own paths changed (before the session): /a moved; /b moved. No further action runs; inspect the host, restore the paths and restart sysward"
+        );
+        assert!(changed(Some("s-1"))
+            .to_string()
+            .starts_with("the broker stopped: its own paths changed (after action s-1): /a moved"));
+    }
+}
