@@ -47,6 +47,15 @@ pub enum RunError {
     Io(#[from] std::io::Error),
 }
 
+/// How much of a command's output one read takes.
+const READ_BUF_LEN: usize = 64 << 10;
+
+thread_local! {
+    /// The read buffer of this thread's actions (one action at a time per
+    /// thread), wiped of what it read after each.
+    static READ_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 /// After the command exits, descendants still holding its pipes get this long
 /// before they are killed.
 const LINGER: Duration = Duration::from_millis(200);
@@ -477,7 +486,13 @@ impl Runner {
         let mut exited: Option<std::process::ExitStatus> = None;
         let mut exited_at: Option<Instant> = None;
         let mut forced: Option<Ending> = None;
-        let mut buf = vec![0u8; 64 << 10];
+        // Reused from this thread's last action: a fresh zeroed 64 KiB per
+        // action is an allocation, a memset and a free on the common path.
+        let mut buf = READ_BUF.take();
+        if buf.len() < READ_BUF_LEN {
+            buf = vec![0u8; READ_BUF_LEN];
+        }
+        let mut buf_used = 0usize;
         loop {
             if exited.is_some() && out_r.is_none() && err_r.is_none() && !chan_open {
                 break;
@@ -561,7 +576,10 @@ impl Runner {
                         if let Some(f) = slot {
                             match f.read(&mut buf) {
                                 Ok(0) => *slot = None,
-                                Ok(n) => cap.push(&buf[..n]),
+                                Ok(n) => {
+                                    buf_used = buf_used.max(n);
+                                    cap.push(&buf[..n]);
+                                }
                                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                                 Err(_) => *slot = None,
                             }
@@ -591,6 +609,10 @@ impl Runner {
                 }
             }
         }
+        // The output read is wiped before the buffer waits for the next
+        // action: it may hold a secret the command printed.
+        buf[..buf_used].fill(0);
+        READ_BUF.set(buf);
         // Nothing of the action survives it.
         kill_all(&child, Some(&pidfd), exited.is_some(), cgroup);
         let status = match exited {

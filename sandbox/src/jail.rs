@@ -451,7 +451,7 @@ impl Jail {
             in_cgroup: false,
             marks: Default::default(),
         };
-        let stack = ChildStack::new().map_err(|e| prep("child stack", e))?;
+        let stack = ChildStack::take().map_err(|e| prep("child stack", e))?;
         let mut pidfd: libc::c_int = -1;
         // No handler of ours may run in the child (it shares our memory):
         // every signal stays blocked until the child has reset them all.
@@ -519,7 +519,9 @@ impl Jail {
             libc::pthread_sigmask(libc::SIG_SETMASK, old_mask.as_ptr(), std::ptr::null_mut())
         };
         let resumed_at = monotonic_ns();
-        drop(stack);
+        // The child has exec'd or exited (CLONE_VFORK): nothing runs on the
+        // stack any more.
+        stack.give_back();
         drop(report_w);
         drop(stdio);
         drop(gate);
@@ -654,7 +656,44 @@ struct ChildStack {
     len: usize,
 }
 
+/// Stacks of children that have exec'd or exited, for the next spawns: a
+/// fresh mapping per action cost an mmap, an mprotect, page faults on first
+/// touch and an munmap (a TLB shootdown across this process's threads).
+/// One per concurrent spawn at most; a few are kept.
+static SPARE_STACKS: std::sync::Mutex<Vec<ChildStack>> = std::sync::Mutex::new(Vec::new());
+const SPARE_STACKS_MAX: usize = 4;
+
+// SAFETY: a ChildStack is a private anonymous mapping that only its owner
+// uses (a child runs on it only while the owning thread is suspended in
+// clone); moving the owner between threads is sound.
+unsafe impl Send for ChildStack {}
+
 impl ChildStack {
+    /// A spare stack, or a new one.
+    fn take() -> std::io::Result<ChildStack> {
+        let spare = SPARE_STACKS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
+        match spare {
+            Some(stack) => Ok(stack),
+            None => ChildStack::new(),
+        }
+    }
+
+    /// Keeps it for the next spawn (or unmaps it when enough are kept).
+    /// Only once the child that ran on it has exec'd or exited: what it
+    /// left there is this process's memory, never the command's (execve
+    /// gave the command a memory of its own).
+    fn give_back(self) {
+        let mut spare = SPARE_STACKS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if spare.len() < SPARE_STACKS_MAX {
+            spare.push(self);
+        }
+    }
+
     fn new() -> std::io::Result<ChildStack> {
         let len = CHILD_STACK + PAGE;
         // SAFETY: an anonymous private mapping; the result is checked.

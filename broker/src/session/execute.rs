@@ -21,15 +21,20 @@ impl<'a> Session<'a> {
         self.secrets.redactor().redact_json(&mut start);
         if let Some(open) = gated {
             if self.audit_writer.is_none() {
-                self.audit_writer = crate::audit::Writer::start(Arc::clone(&self.ctx.audit)).ok();
+                self.audit_writer = start_audit_writer(&self.ctx.audit);
             }
             if let (Some(writer), Ok((opener, wait))) =
                 (&self.audit_writer, sysward_sandbox::jail::gate())
             {
-                return Ok((
-                    Some(wait),
-                    Some(writer.record_then_open(start, open, opener)),
-                ));
+                let pending = writer.record_then_open(start, open, opener);
+                // The action execs only once the record is durable: the
+                // writer (a batch thread, see `start_audit_writer`) gets this
+                // CPU now if it was woken here, so that its sync runs while
+                // the action is prepared and confined rather than after.
+                if open == crate::audit::OpenGate::WhenDurable {
+                    std::thread::yield_now();
+                }
+                return Ok((Some(wait), Some(pending)));
             }
         }
         self.ctx.audit.record(start)?;
@@ -469,6 +474,32 @@ impl ActionError {
         };
         ToolResult::refused(call_id, status, self.to_string())
     }
+}
+
+/// Starts the session's audit writer as a `SCHED_BATCH` thread (it inherits
+/// the policy of this thread, set for the spawn only). Its work is meant to
+/// overlap the action's confinement; as an ordinary thread, woken on this
+/// CPU while the other one idled, it preempted this thread at every start
+/// record (about 30 µs before the spawn could go on, measured with
+/// `perf sched`). A batch thread does not preempt on wakeup: it runs once
+/// this thread waits for the child's execve, beside the confinement steps.
+/// Where this thread runs under another policy, the writer simply inherits
+/// that one.
+fn start_audit_writer(audit: &Arc<crate::audit::Audit>) -> Option<crate::audit::Writer> {
+    let set_policy = |policy: libc::c_int| {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: 0 names the calling thread; `param` is a live local the
+        // kernel only reads.
+        unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
+    };
+    // SAFETY: 0 names the calling thread; no memory is passed.
+    let batch = unsafe { libc::sched_getscheduler(0) } == libc::SCHED_OTHER
+        && set_policy(libc::SCHED_BATCH);
+    let writer = crate::audit::Writer::start(Arc::clone(audit)).ok();
+    if batch {
+        set_policy(libc::SCHED_OTHER);
+    }
+    writer
 }
 
 /// The audit writer's answer for an action's start record.
