@@ -325,6 +325,14 @@ struct Helper {
 /// holds fewer and says when one is gone.
 const MAX_LOADED_IDS: usize = 256;
 
+/// How long the broker keeps its CPU awake for an answer before it sleeps in
+/// `poll`: most decisions come back well within it. A CPU that went idle is
+/// woken by an interrupt, which on a small virtual machine costs about half
+/// of the whole round trip (the classifier bench: p50 95 µs sleeping, 45 µs
+/// with this wait). Bounded and yielding, so the helper or anything else
+/// runnable on this CPU gets it first.
+const AWAKE_WAIT: Duration = Duration::from_micros(250);
+
 impl Helper {
     fn start(program: &Path, deadline: Instant) -> Result<Helper> {
         let (ours, theirs) = Channel::pair()?;
@@ -397,23 +405,33 @@ impl Helper {
         self.chan.send(request).map_err(|e| {
             Failure::Broken(format!("the command classifier took no request ({e})"))
         })?;
+        let awake_until = Instant::now() + AWAKE_WAIT;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
+            let now = Instant::now();
+            let left = deadline.saturating_duration_since(now);
             if left.is_zero() {
                 return Err(Failure::Late);
             }
+            let awake = now < awake_until;
             // Rounded up: a deadline a fraction of a millisecond away must not
             // turn into a busy loop of zero-timeout polls.
             let ms = i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
+            let timeout = if awake {
+                PollTimeout::ZERO
+            } else {
+                PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
+            };
             let mut fds = [
                 PollFd::new(self.chan.fd(), PollFlags::POLLIN),
                 PollFd::new(self.pidfd.as_fd(), PollFlags::POLLIN),
             ];
-            match poll(
-                &mut fds,
-                PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
-            ) {
-                Ok(0) => continue,
+            match poll(&mut fds, timeout) {
+                Ok(0) => {
+                    if awake {
+                        std::thread::yield_now();
+                    }
+                    continue;
+                }
                 Ok(_) => {}
                 Err(Errno::EINTR) => continue,
                 Err(e) => return Err(Failure::Broken(format!("poll: {e}"))),
