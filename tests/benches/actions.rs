@@ -4,7 +4,10 @@
 //! `bwrap --ro-bind / / --unshare-net --unshare-pid --die-with-parent /bin/true`
 //! and a bare spawn of the same `touch`, in the same run (as root).
 //!
-//! `cargo build --release --workspace --bins && cargo bench -p sysward-tests --bench actions [-- N]`
+//! `cargo build --release --workspace --bins && cargo bench -p sysward-tests --bench actions [-- N] [--rounds R]`
+//!
+//! N actions of each kind (default 1000), in R rounds (default 10) that take
+//! turns between the kinds.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -74,21 +77,28 @@ fn timed_session(
         .collect()
 }
 
-/// The median and p99 of each stage of the last session's actions, from
-/// their outcome records (`stages_us`), slowest median first.
-fn stage_breakdown(p: &TestProject) {
+/// The median and p99 of each stage of the actions whose request starts with
+/// `request` (every round's session), from their outcome records
+/// (`stages_us`), slowest median first.
+fn stage_breakdown(p: &TestProject, request: &str) {
     let records = audit_records(p);
     let tools: Vec<&serde_json::Value> = records
         .iter()
         .map(|r| &r["event"])
-        .filter(|e| e["event"] == "tool" && e["stages_us"].is_object())
+        .filter(|e| {
+            e["event"] == "tool"
+                && e["stages_us"].is_object()
+                && e["request"]
+                    .as_str()
+                    .is_some_and(|r| r.starts_with(request))
+        })
         .collect();
-    let Some(session) = tools.last().map(|e| e["session"].clone()) else {
+    if tools.is_empty() {
         println!("  (no stage timings in the audit log)");
         return;
-    };
+    }
     let mut by_stage: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
-    for e in tools.iter().filter(|e| e["session"] == session) {
+    for e in &tools {
         for (name, us) in e["stages_us"].as_object().unwrap() {
             by_stage
                 .entry(name.clone())
@@ -112,44 +122,65 @@ fn stage_breakdown(p: &TestProject) {
     println!("    (sum of medians {sum} µs; the rest of the round trip is the agent, the socket and the outcome record)");
 }
 
+/// The number after `flag` on the command line.
+fn arg_after(flag: &str) -> Option<usize> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+}
+
 fn main() {
     if !require_root("actions bench") {
         return;
     }
     ensure_accounts();
-    let n: usize = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let n: usize = args
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i == 0 || args[i - 1] != "--rounds")
+        .find_map(|(_, a)| a.parse().ok())
         .unwrap_or(1000);
+    // The kinds take turns, a slice of each per round, so that the machine's
+    // noise (a shared 2-core VM drifts by tens of percent within a minute)
+    // falls on every kind alike and the ratios compare like with like.
+    let rounds = arg_after("--rounds").unwrap_or(10).clamp(1, n.max(1));
+    let per_round = n.div_ceil(rounds);
     let server = scenario(r#"{"steps":[]}"#);
     let p = TestProject::new("bench-actions");
     p.init_conf(&server, "")
         .agent_md("EXECUTION_MODE=guarded\nALLOW_OUTSIDE_PROJECT_READ=true")
-        .write("01-bench.md", &n.to_string());
+        .write("01-bench.md", &per_round.to_string());
     let layout = Layout::standalone(&p.dir).unwrap();
     let mut ctx =
         sysward_broker::context::broker_context_with_binaries(layout, &bin_dir()).unwrap();
     ctx.agent_path = bin_dir().join("sysward-test-bench-agent");
     let op = Recorder::new();
-
-    let bare = stats("bare spawn of /bin/true", spawn_times(n, &["/bin/true"]));
-    let through = timed_session(&ctx, &op, "actions");
-    let broker = stats("read-only action through the broker", through);
-    stage_breakdown(&p);
     // A write in the project: its mount namespace (sysward's own paths
     // read-only, secrets covered), prepared once and entered per action.
     let target = p.path("bench-write-target");
-    p.write("01-bench.md", &format!("{n} touch {}", target.display()));
-    let writes = timed_session(&ctx, &op, "write actions");
-    let write = stats("write action (+ protecting mount namespace)", writes);
-    stage_breakdown(&p);
-    // The same program spawned bare: `touch` itself costs more than `true`
-    // (coreutils' start-up), which is not the confinement's cost.
     let target_text = target.display().to_string();
-    let bare_touch = stats(
-        "bare spawn of the same touch",
-        spawn_times(n, &["touch", &target_text]),
-    );
+    let (mut bare, mut through, mut writes, mut bare_touch) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        bare.extend(spawn_times(per_round, &["/bin/true"]));
+        p.write("01-bench.md", &per_round.to_string());
+        through.extend(timed_session(&ctx, &op, "actions"));
+        p.write("01-bench.md", &format!("{per_round} touch {target_text}"));
+        writes.extend(timed_session(&ctx, &op, "write actions"));
+        // The same program spawned bare: `touch` itself costs more than
+        // `true` (coreutils' start-up), which is not the confinement's cost.
+        bare_touch.extend(spawn_times(per_round, &["touch", &target_text]));
+    }
+    println!("{rounds} rounds of {per_round} of each kind, taking turns");
+    let bare = stats("bare spawn of /bin/true", bare);
+    let broker = stats("read-only action through the broker", through);
+    stage_breakdown(&p, "/bin/true");
+    let write = stats("write action (+ protecting mount namespace)", writes);
+    stage_breakdown(&p, "touch");
+    let bare_touch = stats("bare spawn of the same touch", bare_touch);
     p.write("01-bench.md", &n.to_string());
     if std::env::args().any(|a| a == "--breakdown") {
         let cgroup_root = ctx.runner.cgroup_root.take();
