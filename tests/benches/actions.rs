@@ -123,9 +123,8 @@ fn stage_breakdown(p: &TestProject, request: &str) {
     println!("    (sum of medians {sum} µs; the rest of the round trip is the agent, the socket and the outcome record)");
 }
 
-/// The number after `flag` on the command line.
-fn arg_after(flag: &str) -> Option<usize> {
-    let args: Vec<String> = std::env::args().collect();
+/// The number after `flag` among `args`.
+fn arg_after(args: &[String], flag: &str) -> Option<usize> {
     args.iter()
         .position(|a| a == flag)
         .and_then(|i| args.get(i + 1))
@@ -147,7 +146,9 @@ fn main() {
     // The kinds take turns, a slice of each per round, so that the machine's
     // noise (a shared 2-core VM drifts by tens of percent within a minute)
     // falls on every kind alike and the ratios compare like with like.
-    let rounds = arg_after("--rounds").unwrap_or(10).clamp(1, n.max(1));
+    let rounds = arg_after(&args, "--rounds")
+        .unwrap_or(10)
+        .clamp(1, n.max(1));
     let per_round = n.div_ceil(rounds);
     let server = scenario(r#"{"steps":[]}"#);
     let p = TestProject::new("bench-actions");
