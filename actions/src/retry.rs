@@ -98,6 +98,7 @@ mod tests {
             redactions: Default::default(),
             file_result: None,
             stages: Vec::new(),
+            warm_start: None,
         }
     }
 
