@@ -8,9 +8,7 @@
 //!
 //! N actions of each kind (default 1000), in R rounds (default 10) that take
 //! turns between the kinds; each round's session runs one action more, its
-//! first, which fills the caches and is shown on a line of its own. The
-//! broker's actions run twice: with warm starts (a child confined ahead of
-//! the command, the default) and cold (confined after the request).
+//! first, which fills the caches and is shown on a line of its own.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -81,10 +79,9 @@ fn timed_session(
 }
 
 /// The median and p99 of each stage of the actions whose request starts with
-/// `request` (every round's session) and that started in a warm template
-/// (`warm`) or not, from their outcome records (`stages_us`), slowest
-/// median first.
-fn stage_breakdown(p: &TestProject, request: &str, warm: bool) {
+/// `request` (every round's session), from their outcome records
+/// (`stages_us`), slowest median first.
+fn stage_breakdown(p: &TestProject, request: &str) {
     let records = audit_records(p);
     let tools: Vec<&serde_json::Value> = records
         .iter()
@@ -92,7 +89,6 @@ fn stage_breakdown(p: &TestProject, request: &str, warm: bool) {
         .filter(|e| {
             e["event"] == "tool"
                 && e["stages_us"].is_object()
-                && e["warm_start"].is_object() == warm
                 && e["request"]
                     .as_str()
                     .is_some_and(|r| r.starts_with(request))
@@ -170,9 +166,6 @@ fn main() {
     let target_text = target.display().to_string();
     let (mut bare, mut through, mut writes, mut bare_touch) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    // The same actions with every command confined after its request (no
-    // warm template), in the same rounds: what the templates save.
-    let (mut through_cold, mut writes_cold) = (Vec::new(), Vec::new());
     // The first action of a session builds what later ones find cached (the
     // Landlock ruleset, the mount namespace): shown apart, so that the
     // steady state's p99 is not the rounds' start-up.
@@ -186,20 +179,11 @@ fn main() {
         bare.extend(spawn_times(per_round, &["/bin/true"]));
         p.write("01-bench.md", &(per_round + 1).to_string());
         steady(timed_session(&ctx, &op, "actions"), &mut through);
-        ctx.runner.set_warm_starts(false);
-        steady(timed_session(&ctx, &op, "cold actions"), &mut through_cold);
-        ctx.runner.set_warm_starts(true);
         p.write(
             "01-bench.md",
             &format!("{} touch {target_text}", per_round + 1),
         );
         steady(timed_session(&ctx, &op, "write actions"), &mut writes);
-        ctx.runner.set_warm_starts(false);
-        steady(
-            timed_session(&ctx, &op, "cold write actions"),
-            &mut writes_cold,
-        );
-        ctx.runner.set_warm_starts(true);
         // The same program spawned bare: `touch` itself costs more than
         // `true` (coreutils' start-up), which is not the confinement's cost.
         bare_touch.extend(spawn_times(per_round, &["touch", &target_text]));
@@ -207,12 +191,9 @@ fn main() {
     println!("{rounds} rounds of {per_round} of each kind, taking turns");
     let bare = stats("bare spawn of /bin/true", bare);
     let broker = stats("read-only action through the broker", through);
-    stage_breakdown(&p, "/bin/true", true);
-    let broker_cold = stats("  same, cold (confined after the request)", through_cold);
-    stage_breakdown(&p, "/bin/true", false);
+    stage_breakdown(&p, "/bin/true");
     let write = stats("write action (+ protecting mount namespace)", writes);
-    stage_breakdown(&p, "touch", true);
-    let write_cold = stats("  same, cold (confined after the request)", writes_cold);
+    stage_breakdown(&p, "touch");
     let bare_touch = stats("bare spawn of the same touch", bare_touch);
     stats("  first action of each session (not above)", firsts);
     p.write("01-bench.md", &n.to_string());
@@ -262,15 +243,7 @@ fn main() {
         let _ = std::fs::remove_file(copy);
     }
     println!("ratio broker/bare (medians): {:.2}", broker / bare);
-    println!(
-        "ratio broker/bare, cold starts (medians): {:.2}",
-        broker_cold / bare
-    );
     println!("ratio write/bare (medians): {:.2}", write / bare);
-    println!(
-        "ratio write/bare, cold starts (medians): {:.2}",
-        write_cold / bare
-    );
     println!(
         "ratio write/bare touch (medians, the same program): {:.2}",
         write / bare_touch
