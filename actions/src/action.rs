@@ -23,7 +23,6 @@ use sysward_ipc::exec::{
 use sysward_ipc::profile::ConfinementProfile;
 use sysward_ipc::{Channel, ChannelError};
 use sysward_sandbox::jail::{self, ConfinedChild, Jail, JailParts, SpawnError};
-use sysward_sandbox::template::{Template, WarmError};
 
 /// Why an action could not be watched to its end once started. Its start
 /// record is on disk; the caller reports it as not run.
@@ -92,9 +91,6 @@ pub struct Outcome {
     /// operation's executor), `run` (until it exited), `drain` (its output
     /// read to the end).
     pub stages: Vec<Stage>,
-    /// For a command started in a warm template: how long that template's
-    /// confinement took, ahead of the command (not in `stages`).
-    pub warm_start: Option<Duration>,
 }
 
 /// One stage of an action and how long it took.
@@ -136,13 +132,6 @@ pub struct Runner {
     spare_cgroups: Mutex<Vec<ActionCgroup>>,
     /// Seccomp programs, one per [`SeccompKey`].
     seccomp: Mutex<HashMap<SeccompKey, Arc<Vec<libc::sock_filter>>>>,
-    /// Children confined ahead of the next command ([`crate::warm`]).
-    warm: crate::warm::WarmTemplates,
-    /// Names the cgroups made for templates.
-    warm_made: std::sync::atomic::AtomicU64,
-    /// Whether commands may start in warm templates (on unless turned off,
-    /// e.g. to compare with cold starts).
-    warm_starts: std::sync::atomic::AtomicBool,
 }
 
 struct CachedRuleset {
@@ -214,9 +203,6 @@ impl Runner {
             write_actions: Default::default(),
             spare_cgroups: Default::default(),
             seccomp: Default::default(),
-            warm: Default::default(),
-            warm_made: Default::default(),
-            warm_starts: std::sync::atomic::AtomicBool::new(true),
         }
     }
 
@@ -227,62 +213,6 @@ impl Runner {
     pub fn forget_rulesets(&self) {
         if let Ok(mut cache) = self.rulesets.lock() {
             cache.clear();
-        }
-        // Their Landlock domains hold the same references.
-        for (template, cgroup) in self.warm.take_all() {
-            self.discard(template, cgroup);
-        }
-    }
-
-    /// Turns warm starts on or off (off: every command is confined after
-    /// its request, in a child of its own; the templates kept are ended).
-    pub fn set_warm_starts(&self, on: bool) {
-        self.warm_starts
-            .store(on, std::sync::atomic::Ordering::SeqCst);
-        if !on {
-            for (template, cgroup) in self.warm.take_all() {
-                self.discard(template, cgroup);
-            }
-        }
-    }
-
-    /// Ends an unused template; its cgroup serves again once it is empty.
-    fn discard(&self, template: Template, cgroup: ActionCgroup) {
-        template.discard();
-        self.release_cgroup(cgroup);
-    }
-
-    /// Starts a template confined like `jail`'s command, for the next
-    /// command confined alike, in `cgroup` or a spare one; unless one is
-    /// kept already.
-    fn warm_up(&self, jail: &Jail, cgroup: Option<ActionCgroup>) {
-        if self.warm.has(jail) {
-            if let Some(c) = cgroup {
-                self.release_cgroup(c);
-            }
-            return;
-        }
-        let cgroup = cgroup.or_else(|| {
-            let n = self
-                .warm_made
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.cgroup_for(&format!("w{n}"))
-        });
-        let Some(cgroup) = cgroup else {
-            return;
-        };
-        let started = cgroup
-            .jail_handles()
-            .map_err(|e| e.to_string())
-            .and_then(|h| Template::start(jail, Some(h.dir)).map_err(|e| e.to_string()));
-        match started {
-            Ok(template) => {
-                if let Some((old, old_cgroup)) = self.warm.keep(template, cgroup) {
-                    self.discard(old, old_cgroup);
-                }
-            }
-            // Cold starts go on as before.
-            Err(_) => self.release_cgroup(cgroup),
         }
     }
 
@@ -362,19 +292,17 @@ impl Runner {
         Ok(program)
     }
 
-    /// Starts a command confined by `profile`: in a warm template confined
-    /// identically (then `cgroup` becomes the template's), or cold — one
-    /// fork, the confinement steps in the child, one exec (no helper binary
-    /// in between). Then warms a template for the next command.
+    /// Starts a command confined by `profile`: one fork, the confinement
+    /// steps in the child, one exec (no helper binary in between).
     fn start_command(
         &self,
         profile: &ConfinementProfile,
         command: &CommandSpec,
-        cgroup: &mut Option<ActionCgroup>,
+        cgroup: Option<&ActionCgroup>,
         stdout: OwnedFd,
         stderr: OwnedFd,
         gate: Option<jail::GateWait>,
-    ) -> std::result::Result<Started, String> {
+    ) -> std::result::Result<(ConfinedChild, [Stage; 2]), String> {
         let started = Instant::now();
         let parts = JailParts {
             landlock_ruleset: self.ruleset(profile)?,
@@ -399,43 +327,22 @@ impl Runner {
             ("prepare", looked_up.elapsed()),
         ];
         let stdin = match &command.stdin {
-            Some(text) => feed_stdin(text.as_bytes().to_vec()),
-            None => std::fs::File::open("/dev/null").map(OwnedFd::from),
-        }
-        .map_err(|e| format!("cannot prepare the command's stdin: {e}; nothing ran"))?;
-        // Templates live in cgroups of their own (created inside them, as
-        // cold children are): none without.
-        let warm = cgroup.is_some() && self.warm_starts.load(std::sync::atomic::Ordering::SeqCst);
-        if let Some((mut template, template_cgroup)) = warm.then(|| self.warm.take(&jail)).flatten()
-        {
-            let confined_in = template.confined_in();
-            match template.run(&jail, &stdin, &stdout, &stderr, gate.as_ref()) {
-                Ok(child) => {
-                    drop((stdin, stdout, stderr, gate));
-                    let unused = cgroup.replace(template_cgroup);
-                    return Ok(Started {
-                        child,
-                        stages,
-                        warm_start: Some(confined_in),
-                        warm_next: Some((jail, unused)),
-                    });
+            Some(text) => Some(
+                feed_stdin(text.as_bytes().to_vec())
+                    .map_err(|e| format!("cannot prepare the command's stdin: {e}; nothing ran"))?,
+            ),
+            None => None,
+        };
+        jail.spawn_with_stdin(stdin, stdout, stderr, gate)
+            .map(|child| (child, stages))
+            .map_err(|e| match e {
+                SpawnError::GateClosed => e.to_string(),
+                SpawnError::Prepare(e) => format!("confinement failed at {e}; nothing ran"),
+                SpawnError::Confinement { .. } => format!("{e}; nothing ran"),
+                SpawnError::Cwd { .. } | SpawnError::Exec { .. } => {
+                    format!("cannot execute: {e}")
                 }
-                Err(WarmError::Failed(e)) => {
-                    self.release_cgroup(template_cgroup);
-                    return Err(spawn_error(e));
-                }
-                Err(WarmError::Unavailable) => self.discard(template, template_cgroup),
-            }
-        }
-        let child = jail
-            .spawn_with_stdin(Some(stdin), stdout, stderr, gate)
-            .map_err(spawn_error)?;
-        Ok(Started {
-            child,
-            stages,
-            warm_start: None,
-            warm_next: warm.then_some((jail, None)),
-        })
+            })
     }
 
     /// An empty cgroup for one action: a spare one, or `id` created now.
@@ -467,13 +374,11 @@ impl Runner {
     }
 
     /// Runs `spec` in `cgroup` (if any), so that its processes die with the
-    /// action. A command started in a warm template runs in the template's
-    /// cgroup: `cgroup` is then that one (the one given serves the next
-    /// template).
+    /// action.
     pub fn run(
         &self,
         spec: &ExecSpec,
-        cgroup: &mut Option<ActionCgroup>,
+        cgroup: Option<&ActionCgroup>,
         how: RunHow<'_>,
     ) -> Result<Outcome, RunError> {
         let can_write = match spec {
@@ -502,7 +407,7 @@ impl Runner {
     fn run_confined(
         &self,
         spec: &ExecSpec,
-        cgroup_slot: &mut Option<ActionCgroup>,
+        cgroup: Option<&ActionCgroup>,
         how: RunHow<'_>,
     ) -> Result<Outcome, RunError> {
         let RunHow {
@@ -518,18 +423,14 @@ impl Runner {
         let mut out = Capture::new(self.tmp_dir.join(format!("{save_prefix}.stdout")));
         let mut err = Capture::new(self.tmp_dir.join(format!("{save_prefix}.stderr")));
         let mut stages = Vec::new();
-        let mut warm_start = None;
-        let mut warm_next = None;
         let (mut child, mut chan) = match spec {
             ExecSpec::Command {
                 profile, command, ..
-            } => match self.start_command(profile, command, cgroup_slot, out_w, err_w, gate) {
-                Ok(started) => {
-                    stages.extend(started.stages);
-                    stages.extend(started.child.stages().iter().copied());
-                    warm_start = started.warm_start;
-                    warm_next = started.warm_next;
-                    (Proc::Jailed(started.child), None)
+            } => match self.start_command(profile, command, cgroup, out_w, err_w, gate) {
+                Ok((child, looked_up)) => {
+                    stages.extend(looked_up);
+                    stages.extend(child.stages().iter().copied());
+                    (Proc::Jailed(child), None)
                 }
                 Err(message) => return Ok(not_run(message, start, out, err)),
             },
@@ -545,7 +446,6 @@ impl Runner {
                     Stdio::from(err_w),
                 )?;
                 let mut child = Proc::Executor(child);
-                let cgroup = cgroup_slot.as_ref();
                 // Into the action's cgroup before it has its spec: a
                 // validate command it starts is killed with the action.
                 let joined = match cgroup {
@@ -569,10 +469,6 @@ impl Runner {
             }
         };
         let spawned = Instant::now();
-        if let Some((jail, cgroup)) = &mut warm_next {
-            self.warm_up(jail, cgroup.take());
-        }
-        let cgroup = cgroup_slot.as_ref();
         let pidfd = match &mut child {
             Proc::Executor(c) => pidfd_open(c.id()),
             Proc::Jailed(c) => c.pidfd().try_clone().ok(),
@@ -724,7 +620,6 @@ impl Runner {
             None => child.wait()?,
         };
         let ended = Instant::now();
-        drop(warm_next);
         let duration = ended.duration_since(start);
         let exited_at = exited_at.unwrap_or(ended);
         let before_fork: Duration = stages.iter().map(|(_, d)| *d).sum();
@@ -785,29 +680,7 @@ impl Runner {
             redactions,
             file_result,
             stages,
-            warm_start,
         })
-    }
-}
-
-/// A started command and what its start took.
-struct Started {
-    child: ConfinedChild,
-    stages: [Stage; 2],
-    warm_start: Option<Duration>,
-    /// What the next template is confined like, and a cgroup for it: warmed
-    /// once this command is over, so that confining it does not take a CPU
-    /// from the command.
-    warm_next: Option<(Jail, Option<ActionCgroup>)>,
-}
-
-/// What the caller reports for a command that did not start.
-fn spawn_error(e: SpawnError) -> String {
-    match e {
-        SpawnError::GateClosed => e.to_string(),
-        SpawnError::Prepare(e) => format!("confinement failed at {e}; nothing ran"),
-        SpawnError::Confinement { .. } => format!("{e}; nothing ran"),
-        SpawnError::Cwd { .. } | SpawnError::Exec { .. } => format!("cannot execute: {e}"),
     }
 }
 
@@ -821,7 +694,6 @@ fn not_run(error: String, start: Instant, out: Capture, err: Capture) -> Outcome
         redactions: Default::default(),
         file_result: None,
         stages: vec![("spawn", start.elapsed())],
-        warm_start: None,
     }
 }
 

@@ -4,9 +4,9 @@
 //! network hops run in the confined network helper (`net_action`,
 //! `net_hops`, `download_action`, `cve_action`). Underneath is the process
 //! plumbing the broker's other children share: `spawn` (empty environment,
-//! channel on fd 3), `cgroup` (one cgroup per action), `warm` (children
-//! confined ahead of the next command), `mountns` (the prepared mount
-//! namespaces that keep sysward's paths read-only), `capture` and `cancel`.
+//! channel on fd 3), `cgroup` (one cgroup per action), `mountns` (the
+//! prepared mount namespaces that keep sysward's paths read-only), `capture`
+//! and `cancel`.
 //!
 //! The decision about *whether* something runs is not made here: the broker
 //! plans and decides (its `planner`), asks a person where the policy says
@@ -31,4 +31,3 @@ pub mod net_action;
 pub mod net_hops;
 pub mod retry;
 pub mod spawn;
-pub mod warm;

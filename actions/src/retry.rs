@@ -98,7 +98,6 @@ mod tests {
             redactions: Default::default(),
             file_result: None,
             stages: Vec::new(),
-            warm_start: None,
         }
     }
 

@@ -51,46 +51,6 @@ impl Run {
 /// A v2 cgroup for one action (found in mountinfo, not hard-coded).
 struct Cgroup(PathBuf);
 
-/// Every case runs twice: its commands started cold (confined after the
-/// request), then in warm templates (confined ahead, as the broker starts
-/// the next command of a profile); the same attacks must fail and the same
-/// legitimate operations succeed both ways.
-static WARM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-/// Commands that ran in a template, and those that fell back to a cold
-/// start (their template could not be confined).
-static WARM_STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-static WARM_FALLBACKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// Starts `jail`'s command in a template confined for it, as the broker's
-/// runner does; where the template cannot be had, cold (as the runner).
-fn start_warm(
-    jail: &sysward_sandbox::jail::Jail,
-    cgroup_dir: Option<&str>,
-    out: OwnedFd,
-    err: OwnedFd,
-) -> Result<sysward_sandbox::jail::ConfinedChild, sysward_sandbox::jail::SpawnError> {
-    use std::sync::atomic::Ordering;
-    use sysward_sandbox::template::{Template, WarmError};
-    let dir = cgroup_dir.map(|d| OwnedFd::from(std::fs::File::open(d).unwrap()));
-    let mut template = Template::start(jail, dir)?;
-    let stdin = OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
-    match template.run(jail, &stdin, &out, &err, None) {
-        Ok(child) => {
-            WARM_STARTS.fetch_add(1, Ordering::SeqCst);
-            Ok(child)
-        }
-        Err(WarmError::Failed(e)) => {
-            WARM_STARTS.fetch_add(1, Ordering::SeqCst);
-            Err(e)
-        }
-        Err(WarmError::Unavailable) => {
-            WARM_FALLBACKS.fetch_add(1, Ordering::SeqCst);
-            drop(template);
-            jail.spawn(out, err, None)
-        }
-    }
-}
-
 fn cgroup2_root() -> Option<PathBuf> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     info.lines().find_map(|l| {
@@ -284,17 +244,7 @@ fn spawn_jailed(profile: &ConfinementProfile, command: &CommandSpec, o: &Opts) -
     };
     let (out_r, out_w) = std::io::pipe().unwrap();
     let (err_r, err_w) = std::io::pipe().unwrap();
-    let started = if WARM.load(std::sync::atomic::Ordering::SeqCst) {
-        start_warm(
-            &jail,
-            command.cgroup_dir.as_deref(),
-            out_w.into(),
-            err_w.into(),
-        )
-    } else {
-        jail.spawn(out_w.into(), err_w.into(), None)
-    };
-    let child = match started {
+    let child = match jail.spawn(out_w.into(), err_w.into(), None) {
         Ok(c) => c,
         Err(SpawnError::Prepare(e)) => return confinement_failed(e.step_name(), e.to_string()),
         Err(SpawnError::Confinement { step, error }) => {
@@ -1977,28 +1927,12 @@ fn main() {
         failures: vec![],
         skipped: vec![],
     };
-    for warm in [false, true] {
-        WARM.store(warm, std::sync::atomic::Ordering::SeqCst);
-        println!(
-            "=== commands started {}",
-            if warm { "in warm templates" } else { "cold" }
-        );
-        for (name, f) in &cases {
-            if filter.as_deref().is_some_and(|flt| !name.contains(flt)) {
-                continue;
-            }
-            f(&mut t);
+    for (name, f) in cases {
+        if filter.as_deref().is_some_and(|flt| !name.contains(flt)) {
+            continue;
         }
+        f(&mut t);
     }
-    let warm = WARM_STARTS.load(std::sync::atomic::Ordering::SeqCst);
-    let fallbacks = WARM_FALLBACKS.load(std::sync::atomic::Ordering::SeqCst);
-    println!("warm starts: {warm}; cold fallbacks: {fallbacks}");
-    t.check(
-        warm > 0 && fallbacks * 10 <= warm,
-        format!(
-            "the second pass ran its commands in templates ({warm} warm, {fallbacks} fell back)"
-        ),
-    );
     if !t.skipped.is_empty() {
         eprintln!(
             "\n!!! {} checks SKIPPED (see SKIP lines above) !!!",

@@ -43,7 +43,6 @@ const STEP_PDEATHSIG: u8 = 18;
 pub type Failure = (u8, i32);
 
 /// The action's mount namespace.
-#[derive(Clone)]
 pub enum ChildMounts {
     /// The host's (read-only actions: Landlock alone bounds them).
     Host,
@@ -123,14 +122,6 @@ impl ChildPlan {
     /// Applies every step in order. Call only in the forked child;
     /// `in_cgroup`: it was created inside the action's cgroup already.
     pub fn apply(&self, in_cgroup: bool) -> Result<(), Failure> {
-        self.confine(in_cgroup)?;
-        enter_cwd(&self.cwd)?;
-        reset_process_state()
-    }
-
-    /// Every step up to and including seccomp: all of the confinement but
-    /// the working directory (a warm template takes that with its command).
-    pub(crate) fn confine(&self, in_cgroup: bool) -> Result<(), Failure> {
         // SAFETY: integer arguments only.
         check(0, unsafe { libc::setpgid(0, 0) } as libc::c_long)?;
         detach_tty()?;
@@ -214,53 +205,14 @@ impl ChildPlan {
             )
         };
         check(15, rc)?;
-        Ok(())
-    }
-
-    /// Whether a child confined by `other` is confined exactly as one by
-    /// this plan would be: the same steps with the same inputs (the very
-    /// same cached ruleset, seccomp program and mount namespace), whatever
-    /// the working directory and the cgroup.
-    pub(crate) fn same_confinement(&self, other: &ChildPlan) -> bool {
-        let same_mounts = match (&self.mounts, &other.mounts) {
-            (ChildMounts::Host, ChildMounts::Host) => true,
-            (ChildMounts::Enter(a), ChildMounts::Enter(b)) => Arc::ptr_eq(a, b),
-            (ChildMounts::Build(a), ChildMounts::Build(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        };
-        same_mounts
-            && self.rlimits == other.rlimits
-            && self.keep_caps == other.keep_caps
-            && self.last_cap == other.last_cap
-            && self.ambient == other.ambient
-            && self.uid == other.uid
-            && self.gid == other.gid
-            && self.groups == other.groups
-            && self.parent == other.parent
-            && Arc::ptr_eq(&self.landlock_ruleset, &other.landlock_ruleset)
-            && Arc::ptr_eq(&self.seccomp, &other.seccomp)
-    }
-
-    /// The same confinement for another child, without a cgroup (its
-    /// creator places it in one) and with `/` as a placeholder working
-    /// directory (the command brings its own).
-    pub(crate) fn for_another_child(&self) -> ChildPlan {
-        ChildPlan {
-            rlimits: self.rlimits.clone(),
-            cgroup_procs: None,
-            cgroup_dir: None,
-            mounts: self.mounts.clone(),
-            keep_caps: self.keep_caps,
-            last_cap: self.last_cap,
-            ambient: self.ambient,
-            uid: self.uid,
-            gid: self.gid,
-            groups: self.groups.clone(),
-            parent: self.parent,
-            landlock_ruleset: Arc::clone(&self.landlock_ruleset),
-            seccomp: Arc::clone(&self.seccomp),
-            cwd: c"/".to_owned(),
-        }
+        // As the action's uid: the cwd is checked with its permissions.
+        // SAFETY: `cwd` is a NUL-terminated string this plan owns.
+        check(16, unsafe { libc::chdir(self.cwd.as_ptr()) }
+            as libc::c_long)?;
+        // SAFETY: umask takes an integer and cannot fail.
+        unsafe { libc::umask(0o022) };
+        crate::sys::reset_signals()
+            .map_err(|e| (STEP_SIGNALS, e.raw_os_error().unwrap_or(libc::EIO)))
     }
 
     /// Bounding set, groups, gid, uid, then the other capability sets, each
@@ -337,23 +289,6 @@ impl ChildPlan {
         }
         Ok(())
     }
-}
-
-/// The working directory, entered as the action's uid: the cwd is checked
-/// with its permissions.
-pub(crate) fn enter_cwd(cwd: &std::ffi::CStr) -> Result<(), Failure> {
-    // SAFETY: `cwd` is a NUL-terminated string the caller keeps alive.
-    check(STEP_CWD, unsafe { libc::chdir(cwd.as_ptr()) }
-        as libc::c_long)?;
-    Ok(())
-}
-
-/// The umask and every signal disposition and the mask, as a new process
-/// expects them.
-pub(crate) fn reset_process_state() -> Result<(), Failure> {
-    // SAFETY: umask takes an integer and cannot fail.
-    unsafe { libc::umask(0o022) };
-    crate::sys::reset_signals().map_err(|e| (STEP_SIGNALS, e.raw_os_error().unwrap_or(libc::EIO)))
 }
 
 /// TIOCNOTTY on /dev/tty (no controlling terminal: nothing to do), then

@@ -29,15 +29,14 @@ const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
 /// clone3(CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_INTO_CGROUP): the
 /// child runs `f(arg)` on `[stack, stack + stack_size)` inside the cgroup of
-/// `cgroup_dir` (if any; else in this thread's) and must never return from it (it execs or `_exit`s; if it did
+/// `cgroup_dir` and must never return from it (it execs or `_exit`s; if it did
 /// return, the child exits with its value). Returns the child's pid (this
 /// thread resumes once the child has exec'd or exited) or the errno.
 ///
 /// # Safety
 /// As `libc::clone` with `CLONE_VM | CLONE_VFORK`: `f` runs in this process's
 /// memory while this thread is suspended, so it may only make system calls on
-/// data that stays valid until then; `pidfd` must be valid for a write
-/// (the kernel stores the child's pidfd there); the stack must be a writable mapping
+/// data that stays valid until then; the stack must be a writable mapping
 /// with its top 16-byte aligned; every signal should be blocked across the
 /// call so that no handler of the parent runs on the child's stack.
 #[cfg(target_arch = "x86_64")]
@@ -46,21 +45,16 @@ pub(crate) unsafe fn vfork_into_cgroup(
     arg: *mut libc::c_void,
     stack: *mut libc::c_void,
     stack_size: usize,
-    cgroup_dir: Option<libc::c_int>,
-    pidfd: *mut libc::c_int,
+    cgroup_dir: libc::c_int,
+    pidfd: &mut libc::c_int,
 ) -> Result<libc::pid_t, i32> {
-    let into_cgroup = if cgroup_dir.is_some() {
-        CLONE_INTO_CGROUP
-    } else {
-        0
-    };
     let mut args = CloneArgs {
-        flags: (libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD) as u64 | into_cgroup,
-        pidfd: pidfd as u64,
+        flags: (libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD) as u64 | CLONE_INTO_CGROUP,
+        pidfd: pidfd as *mut libc::c_int as u64,
         exit_signal: libc::SIGCHLD as u64,
         stack: stack as u64,
         stack_size: stack_size as u64,
-        cgroup: cgroup_dir.unwrap_or(0) as u64,
+        cgroup: cgroup_dir as u64,
         ..Default::default()
     };
     let ret: isize;
@@ -109,8 +103,8 @@ pub(crate) unsafe fn vfork_into_cgroup(
     _arg: *mut libc::c_void,
     _stack: *mut libc::c_void,
     _stack_size: usize,
-    _cgroup_dir: Option<libc::c_int>,
-    _pidfd: *mut libc::c_int,
+    _cgroup_dir: libc::c_int,
+    _pidfd: &mut libc::c_int,
 ) -> Result<libc::pid_t, i32> {
     Err(libc::ENOSYS)
 }

@@ -191,14 +191,6 @@ pub struct ConfinedChild {
 }
 
 impl ConfinedChild {
-    pub(crate) fn new(
-        pid: libc::pid_t,
-        pidfd: OwnedFd,
-        stages: [(&'static str, std::time::Duration); 4],
-    ) -> ConfinedChild {
-        ConfinedChild { pid, pidfd, stages }
-    }
-
     pub fn id(&self) -> u32 {
         self.pid as u32
     }
@@ -264,7 +256,7 @@ struct ChildContext<'a> {
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (a vDSO call: safe in the vfork'd child).
-pub(crate) fn monotonic_ns() -> u64 {
+fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -304,19 +296,19 @@ impl GateOpener {
 /// The child's side, given to [`Jail::spawn`].
 #[derive(Debug)]
 pub struct GateWait {
-    pub(crate) read: OwnedFd,
+    read: OwnedFd,
     /// The opener's descriptor, closed in the child so that a dropped opener
     /// means end of file there.
     write_fd: libc::c_int,
 }
 
 /// Index past [`STEPS`] that marks an execve failure in the report.
-pub(crate) const STEP_EXEC: u8 = 200;
+const STEP_EXEC: u8 = 200;
 /// Index for a failure to set up the standard streams.
-pub(crate) const STEP_STDIO: u8 = 201;
+const STEP_STDIO: u8 = 201;
 /// Index for a gate that did not open.
-pub(crate) const STEP_GATE: u8 = 202;
-pub(crate) const CHILD_STACK: usize = 256 << 10;
+const STEP_GATE: u8 = 202;
+const CHILD_STACK: usize = 256 << 10;
 const PAGE: usize = 4096;
 
 impl Jail {
@@ -412,7 +404,7 @@ impl Jail {
     /// process's page tables, which costs more than the whole confinement —
     /// the steps in the child, then execve. Stdin is /dev/null.
     pub fn spawn(
-        &self,
+        self,
         stdout: OwnedFd,
         stderr: OwnedFd,
         gate: Option<GateWait>,
@@ -423,7 +415,7 @@ impl Jail {
     /// [`Jail::spawn`] with `stdin` (e.g. a pipe's read end) as the
     /// command's standard input; `None`: /dev/null.
     pub fn spawn_with_stdin(
-        &self,
+        self,
         stdin: Option<OwnedFd>,
         stdout: OwnedFd,
         stderr: OwnedFd,
@@ -486,7 +478,7 @@ impl Jail {
                     (&ctx as *const ChildContext).cast_mut().cast(),
                     stack.usable(),
                     CHILD_STACK,
-                    Some(cgroup.as_raw_fd()),
+                    cgroup.as_raw_fd(),
                     &mut pidfd,
                 )
             };
@@ -564,48 +556,33 @@ impl Jail {
             Ok(5) => {
                 // It exited (126/127): reap it before reporting.
                 let _ = child.wait();
-                Err(self.failure(buf))
+                let step = buf[0];
+                let error = std::io::Error::from_raw_os_error(i32::from_le_bytes([
+                    buf[1], buf[2], buf[3], buf[4],
+                ]));
+                Err(match step {
+                    STEP_CWD => SpawnError::Cwd {
+                        cwd: self.cwd,
+                        error,
+                    },
+                    STEP_EXEC => SpawnError::Exec {
+                        program: self.program,
+                        error,
+                    },
+                    STEP_STDIO => SpawnError::Confinement {
+                        step: "standard streams",
+                        error,
+                    },
+                    STEP_GATE => SpawnError::GateClosed,
+                    n => SpawnError::Confinement {
+                        step: STEPS.get(usize::from(n)).copied().unwrap_or("unknown step"),
+                        error,
+                    },
+                })
             }
             // Nothing written: the child exec'd (the pipe closed on exec).
             _ => Ok(child),
         }
-    }
-
-    /// The error a child reported: five bytes, its step and errno.
-    pub(crate) fn failure(&self, report: [u8; 5]) -> SpawnError {
-        let error = std::io::Error::from_raw_os_error(i32::from_le_bytes([
-            report[1], report[2], report[3], report[4],
-        ]));
-        match report[0] {
-            STEP_CWD => SpawnError::Cwd {
-                cwd: self.cwd.clone(),
-                error,
-            },
-            STEP_EXEC => SpawnError::Exec {
-                program: self.program.clone(),
-                error,
-            },
-            STEP_STDIO => SpawnError::Confinement {
-                step: "standard streams",
-                error,
-            },
-            STEP_GATE => SpawnError::GateClosed,
-            n => SpawnError::Confinement {
-                step: STEPS.get(usize::from(n)).copied().unwrap_or("unknown step"),
-                error,
-            },
-        }
-    }
-
-    /// Its confinement plan.
-    pub(crate) fn plan(&self) -> &ChildPlan {
-        &self.plan
-    }
-
-    /// execve's arguments: program path, argv and envp (NULL-terminated),
-    /// valid while this Jail lives.
-    pub(crate) fn exec_args(&self) -> (*const *const libc::c_char, *const *const libc::c_char) {
-        (self.argv.as_ptr(), self.envp.as_ptr())
     }
 }
 
@@ -660,7 +637,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
 }
 
 /// Moves a descriptor above 2 (close-on-exec) if it sits on a standard slot.
-pub(crate) fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
+fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
     if fd.as_raw_fd() > 2 {
         return Ok(fd);
     }
@@ -674,7 +651,7 @@ pub(crate) fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
 }
 
 /// The child's stack: a private mapping with a guard page below it.
-pub(crate) struct ChildStack {
+struct ChildStack {
     base: *mut libc::c_void,
     len: usize,
 }
@@ -693,7 +670,7 @@ unsafe impl Send for ChildStack {}
 
 impl ChildStack {
     /// A spare stack, or a new one.
-    pub(crate) fn take() -> std::io::Result<ChildStack> {
+    fn take() -> std::io::Result<ChildStack> {
         let spare = SPARE_STACKS
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -708,7 +685,7 @@ impl ChildStack {
     /// Only once the child that ran on it has exec'd or exited: what it
     /// left there is this process's memory, never the command's (execve
     /// gave the command a memory of its own).
-    pub(crate) fn give_back(self) {
+    fn give_back(self) {
         let mut spare = SPARE_STACKS
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -743,7 +720,7 @@ impl ChildStack {
 
     /// The lowest usable address (above the guard page); `CHILD_STACK`
     /// bytes from there are the stack.
-    pub(crate) fn usable(&self) -> *mut libc::c_void {
+    fn usable(&self) -> *mut libc::c_void {
         (self.base as usize + PAGE) as *mut libc::c_void
     }
 
@@ -773,7 +750,7 @@ fn report_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// In the child: the failed step and errno, five bytes, one write.
-pub(crate) fn report(fd: libc::c_int, step: u8, errno: i32) {
+fn report(fd: libc::c_int, step: u8, errno: i32) {
     let e = errno.to_le_bytes();
     let buf: [u8; 5] = [step, e[0], e[1], e[2], e[3]];
     // SAFETY: a five-byte local buffer written to an inherited pipe fd.

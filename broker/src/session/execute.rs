@@ -227,7 +227,7 @@ impl<'a> Session<'a> {
         let outcome = loop {
             let outcome = self.ctx.runner.run(
                 &spec,
-                &mut cgroup,
+                cgroup.as_ref(),
                 crate::action::RunHow {
                     timeout,
                     cancel: &cancel,
@@ -434,11 +434,7 @@ impl<'a> Session<'a> {
                 message: result.message,
             });
         }
-        Ok(Ran {
-            result,
-            change,
-            warm_start: outcome.warm_start,
-        })
+        Ok(Ran { result, change })
     }
 }
 
@@ -446,9 +442,6 @@ impl<'a> Session<'a> {
 pub(super) struct Ran {
     pub result: ToolResult,
     pub change: Option<FileChange>,
-    /// Started in a warm template: how long its confinement took, ahead
-    /// of the request.
-    pub warm_start: Option<Duration>,
 }
 
 /// Why an action the session tried to run produced no result of its own.

@@ -201,14 +201,7 @@ impl<'a> Session<'a> {
                     (out.result, None, out.ran)
                 }
                 _ => match self.execute(&call_id, &plan, &decision, start, &mut clock) {
-                    Ok(ran) => {
-                        if let Some(confined) = ran.warm_start {
-                            // Confined before the request came: not a stage.
-                            record["warm_start"] =
-                                json!({"confined_us": confined.as_micros() as u64});
-                        }
-                        (ran.result, ran.change, true)
-                    }
+                    Ok(ran) => (ran.result, ran.change, true),
                     Err(e) => {
                         let ran = e.ran();
                         (e.into_result(&call_id), None, ran)
