@@ -88,23 +88,6 @@ impl Channel {
         Ok(())
     }
 
-    /// Stays awake up to `spin` for a message to arrive (polling without a
-    /// timeout, yielding the CPU between polls), then returns either way; a
-    /// receive after it finds a message that came meanwhile without having
-    /// slept. For a peer that usually answers within microseconds: on a VM
-    /// whose idle vCPUs halt, the wake-up from a sleep costs more than that.
-    pub fn stay_awake_for(&self, spin: std::time::Duration) {
-        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-        let until = std::time::Instant::now() + spin;
-        while std::time::Instant::now() < until {
-            let mut fds = [PollFd::new(self.fd.as_fd(), PollFlags::POLLIN)];
-            match poll(&mut fds, PollTimeout::ZERO) {
-                Ok(0) | Err(Errno::EINTR) => std::thread::yield_now(),
-                _ => return,
-            }
-        }
-    }
-
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }

@@ -4,18 +4,11 @@
 use super::dispatch::{self, Flow};
 use super::*;
 
-/// How long the session stays awake for the agent's next request before it
-/// sleeps (bounded CPU per request; see `Channel::stay_awake_for`).
-const AGENT_AWAKE_WAIT: std::time::Duration = std::time::Duration::from_micros(250);
-
 impl<'a> Session<'a> {
     /// Receives one request, checking from the header first that the
     /// dispatch table permits its kind now, and its size.
     pub(super) fn recv(&mut self) -> Result<AgentRequest, ChannelError> {
         let state = self.state;
-        // The agent's next request often follows the last answer within
-        // microseconds (the next step of a task, an event): taken awake.
-        self.chan.stay_awake_for(AGENT_AWAKE_WAIT);
         self.chan
             .recv_checked::<AgentRequest>(|header| dispatch::permit(state, header.kind))
     }
