@@ -172,7 +172,9 @@ assert out["choices"], out
 PY
   then
     tail -20 "$CACHE/logs/smoke.log" >&2
-    echo "setup.sh: the built llama-cpp-python cannot run the model on this machine (log: $CACHE/logs/smoke.log); with SYSWARD_LLAMA_NATIVE=ON, try OFF" >&2
+    hint=""
+    [ "$NATIVE" = ON ] && hint="; it was built with SYSWARD_LLAMA_NATIVE=ON: try OFF"
+    echo "setup.sh: the built llama-cpp-python cannot run the model on this machine (log: $CACHE/logs/smoke.log)$hint" >&2
     exit 1
   fi
   touch "$WHEELDIR/works-here"
