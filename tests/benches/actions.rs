@@ -197,7 +197,7 @@ fn main() {
     let bare_touch = stats("bare spawn of the same touch", bare_touch);
     stats("  first action of each session (not above)", firsts);
     p.write("01-bench.md", &n.to_string());
-    if std::env::args().any(|a| a == "--breakdown") {
+    if args.iter().any(|a| a == "--breakdown") {
         let cgroup_root = ctx.runner.cgroup_root.take();
         let us = timed_session(&ctx, &op, "actions without a cgroup");
         ctx.runner.cgroup_root = cgroup_root;
@@ -229,7 +229,7 @@ fn main() {
         println!("bwrap not installed (apt-get install bubblewrap): skipped");
         f64::NAN
     };
-    if std::env::args().any(|a| a == "--unknown") {
+    if args.iter().any(|a| a == "--unknown") {
         // A program the catalog does not know runs under the "unknown" profile,
         // which also hides the system buses (a private mount namespace).
         let copy = "/usr/local/bin/sysward-bench-true";
