@@ -230,11 +230,21 @@ impl Capture {
 mod tests {
     use super::*;
 
+    /// A test's directory, removed when the test ends (passed or not).
+    struct RemoveOnDrop(std::path::PathBuf);
+
+    impl Drop for RemoveOnDrop {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
     #[test]
     fn small_output_is_kept_whole_and_large_is_cut_and_saved() {
         let dir = std::env::temp_dir().join(format!("sysward-cap-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
+        let _cleanup = RemoveOnDrop(dir.clone());
         let mut c = Capture::new(dir.join("small"));
         c.push(b"hello\n");
         let got = c.finish();
@@ -261,6 +271,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sysward-cap-mid-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
+        let _cleanup = RemoveOnDrop(dir.clone());
         let mut c = Capture::new(dir.join("mid"));
         for i in 0..3000 {
             c.push(format!("ok line {i}\n").as_bytes());

@@ -318,6 +318,16 @@ impl Drop for SysDir {
     }
 }
 
+/// A path the test creates (or a probe might, were it not confined),
+/// removed when the test ends (passed or not).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0).or_else(|_| std::fs::remove_dir_all(&self.0));
+    }
+}
+
 fn ensure_user(name: &str) -> (u32, u32) {
     let lookup = || -> Option<(u32, u32)> {
         let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
@@ -420,6 +430,7 @@ fn test_agent(dir: &Path) -> bool {
         secret.to_string(),
         allowed.display().to_string(),
     ];
+    let _probe_file = RemoveOnDrop(PathBuf::from("/tmp/sysward-agent-probe"));
     let mut p = run_probe("probe-agent", &args);
     let pid = p.child.id();
     let mut ok = expect(&p, "confined", &["ok"]);
@@ -596,6 +607,7 @@ fn main() {
     }
     let dir = std::env::temp_dir().join(format!("sysward-confine-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let cleanup = RemoveOnDrop(dir.clone());
     let filter = args.iter().skip(1).find(|a| !a.starts_with('-')).cloned();
     let mut ok = true;
     if filter.as_deref().is_none_or(|f| "agent".contains(f)) {
@@ -604,7 +616,8 @@ fn main() {
     if filter.as_deref().is_none_or(|f| "gateway".contains(f)) {
         ok &= test_gateway();
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    // Removed here: exit (below) runs no destructors.
+    drop(cleanup);
     if !ok {
         eprintln!("confinement test FAILED");
         std::process::exit(1);

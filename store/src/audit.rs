@@ -956,11 +956,33 @@ pub fn acknowledge_break(layout: &crate::project::Layout, brk: &ChainBreak) -> R
 mod tests {
     use super::*;
 
-    fn temp_dir(tag: &str) -> PathBuf {
+    /// A test's directory, removed when the test ends (passed or not).
+    struct Scratch(PathBuf);
+
+    impl std::ops::Deref for Scratch {
+        type Target = PathBuf;
+        fn deref(&self) -> &PathBuf {
+            &self.0
+        }
+    }
+
+    impl AsRef<Path> for Scratch {
+        fn as_ref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn temp_dir(tag: &str) -> Scratch {
         let d = std::env::temp_dir().join(format!("sysward-audit-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        d
+        Scratch(d)
     }
 
     #[test]
@@ -1118,7 +1140,7 @@ mod tests {
         let d = temp_dir("enospc");
         let ok = std::process::Command::new("mount")
             .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
-            .arg(&d)
+            .arg(&*d)
             .status()
             .unwrap()
             .success();
@@ -1154,7 +1176,7 @@ mod tests {
             assert!(v.first_break.is_none(), "{:?}", v.first_break);
             assert_eq!(v.records, 2);
         });
-        let _ = std::process::Command::new("umount").arg(&d).status();
+        let _ = std::process::Command::new("umount").arg(&*d).status();
         let _ = std::fs::remove_dir_all(&d);
         if let Err(p) = result {
             std::panic::resume_unwind(p);
@@ -1238,7 +1260,7 @@ mod tests {
 
     #[test]
     fn tampering_is_detected() {
-        let dir = temp_dir("tamper");
+        let dir = temp_dir("tamper-bytes");
         let (log, head) = write_three(&dir);
         let original = std::fs::read(&log).unwrap();
         let lines: Vec<&[u8]> = original.split_inclusive(|b| *b == b'\n').collect();

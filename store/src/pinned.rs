@@ -298,6 +298,15 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
+    /// A test's directory, removed when the test ends (passed or not).
+    struct RemoveOnDrop(PathBuf);
+
+    impl Drop for RemoveOnDrop {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
     fn mode(p: &Path) -> u32 {
         std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
     }
@@ -310,6 +319,7 @@ mod tests {
         }
         let root = std::env::temp_dir().join(format!("sysward-pinned-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
+        let _cleanup = RemoveOnDrop(root.clone());
         std::fs::create_dir_all(root.join(".agent/approvals")).unwrap();
         std::fs::create_dir_all(root.join(".agent/tmp")).unwrap();
         let layout = Layout::standalone(&root).unwrap();

@@ -21,7 +21,30 @@ fn rewrite_chain(p: &TestProject, records: Vec<serde_json::Value>) {
     rechain(&p.path("audit.log"), &p.path(".agent/audit.head"), records);
 }
 
-fn project_with_a_session(name: &str) -> (TestProject, std::path::PathBuf) {
+/// A file the test writes outside its project, removed when the test ends
+/// (passed or not).
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl std::ops::Deref for RemoveOnDrop {
+    type Target = std::path::PathBuf;
+    fn deref(&self) -> &std::path::PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for RemoveOnDrop {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn project_with_a_session(name: &str) -> (TestProject, RemoveOnDrop) {
     ensure_accounts();
     let p = TestProject::new(name);
     let server = scenario(
@@ -43,8 +66,9 @@ fn project_with_a_session(name: &str) -> (TestProject, std::path::PathBuf) {
     // The key is not kept on the host.
     let state = std::fs::read_to_string(p.path(".agent/audit.seal")).unwrap();
     assert!(!state.contains(key.trim().trim_start_matches("sysward-seal-v1:")));
-    let key_file =
-        std::env::temp_dir().join(format!("sysward-seal-key-{name}-{}", std::process::id()));
+    let key_file = RemoveOnDrop(
+        std::env::temp_dir().join(format!("sysward-seal-key-{name}-{}", std::process::id())),
+    );
     std::fs::write(&key_file, &key).unwrap();
     let out = run_sysward(
         &["run", "--root", p.dir.to_str().unwrap()],
@@ -72,7 +96,7 @@ fn an_untouched_sealed_log_verifies_with_its_key_and_not_with_another() {
         .filter(|r| r["event"]["event"] == "seal")
         .count();
     assert_eq!(seals, 2);
-    let wrong = key_file.with_extension("wrong");
+    let wrong = RemoveOnDrop(key_file.with_extension("wrong"));
     std::fs::write(&wrong, format!("sysward-seal-v1:{}", "ab".repeat(32))).unwrap();
     let out = verify(&p, Some(&wrong));
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));

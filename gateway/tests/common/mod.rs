@@ -409,6 +409,17 @@ pub fn pki(tag: &str) -> Pki {
         std::env::temp_dir().join(format!("sysward-gateway-tls-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    /// Removes the directory when making the PKI fails part-way (the
+    /// finished `Pki` removes it when dropped).
+    struct Unfinished(Option<PathBuf>);
+    impl Drop for Unfinished {
+        fn drop(&mut self) {
+            if let Some(dir) = &self.0 {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+    let mut unfinished = Unfinished(Some(dir.clone()));
     make_ca(&dir, "ca");
     make_ca(&dir, "other-ca");
     openssl(
@@ -467,10 +478,12 @@ pub fn pki(tag: &str) -> Pki {
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .unwrap();
-    Pki {
+    let pki = Pki {
         ca_pem: std::fs::read(dir.join("ca.pem")).unwrap(),
         other_ca_pem: std::fs::read(dir.join("other-ca.pem")).unwrap(),
         dir,
         server: Arc::new(server),
-    }
+    };
+    unfinished.0 = None;
+    pki
 }
