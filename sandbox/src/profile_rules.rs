@@ -352,8 +352,7 @@ mod tests {
 
     #[test]
     fn a_grant_not_created_yet_goes_to_its_deepest_existing_directory() {
-        let base = std::env::temp_dir().join(format!("sysward-deepest-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
+        let base = crate::test_dir::TestDir::new("sysward-deepest");
         std::fs::create_dir_all(base.join("a")).unwrap();
         assert_eq!(deepest_existing(&base.join("a/b/c")), base.join("a"));
         assert_eq!(deepest_existing(&base.join("a")), base.join("a"));
@@ -361,7 +360,6 @@ mod tests {
         // it by name rather than a grant moving above it.
         std::os::unix::fs::symlink(base.join("nowhere"), base.join("link")).unwrap();
         assert_eq!(deepest_existing(&base.join("link")), base.join("link"));
-        std::fs::remove_dir_all(&base).unwrap();
     }
 
     /// The configuration directory is left out of reads whole, but for its
@@ -369,7 +367,7 @@ mod tests {
     #[test]
     fn only_the_skill_packs_of_the_configuration_are_readable() {
         use std::os::unix::fs::PermissionsExt;
-        let base = std::env::temp_dir().join(format!("sysward-packs-{}", std::process::id()));
+        let base = crate::test_dir::TestDir::new("sysward-packs");
         let config = base.join("sysward");
         let packs = config.join("skills");
         std::fs::create_dir_all(packs.join("disk_usage")).unwrap();
@@ -396,6 +394,5 @@ mod tests {
             read_protected_for_reads(&config, &packs),
             vec![config.clone()]
         );
-        std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -638,7 +638,7 @@ mod tests {
 
     #[test]
     fn steps_run_shallow_first_and_pin_ancestors() {
-        let base = std::env::temp_dir().join(format!("shield-plan-{}", std::process::id()));
+        let base = crate::test_dir::TestDir::new("shield-plan");
         let project = base.join("proj");
         std::fs::create_dir_all(project.join("secrets")).unwrap();
         std::fs::create_dir_all(project.join(".agent/tmp")).unwrap();
@@ -673,11 +673,10 @@ mod tests {
         assert_eq!(steps[tmp].0, CoverKind::Writable);
         assert!(pin < secrets && pin < agent && agent < tmp);
         assert_eq!(plan.missing(), &[project.join("absent")]);
-        std::fs::remove_dir_all(&base).unwrap();
     }
     #[test]
     fn a_writable_directory_beneath_a_hidden_one_is_kept_in_the_plan() {
-        let base = std::env::temp_dir().join(format!("shield-keep-{}", std::process::id()));
+        let base = crate::test_dir::TestDir::new("shield-keep");
         let state = base.join("state");
         std::fs::create_dir_all(state.join(".agent/tmp")).unwrap();
         let plan = ShieldPlan::new(&ShieldInput {
@@ -702,7 +701,6 @@ mod tests {
             2,
             "{steps:?}"
         );
-        std::fs::remove_dir_all(&base).unwrap();
     }
 
     /// Applies a plan in a mount namespace of a thread's own (as the broker's
@@ -714,7 +712,7 @@ mod tests {
             eprintln!("skipped: needs root (mount namespaces)");
             return;
         }
-        let base = std::env::temp_dir().join(format!("shield-keep-ns-{}", std::process::id()));
+        let base = crate::test_dir::TestDir::new("shield-keep-ns");
         let state = base.join("state");
         std::fs::create_dir_all(state.join(".agent/tmp")).unwrap();
         std::fs::create_dir_all(state.join(".agent/approvals")).unwrap();
@@ -765,7 +763,6 @@ mod tests {
         .unwrap();
         // The scratch write reached the host's directory.
         let on_host = std::fs::read_to_string(state.join(".agent/tmp/scratch"));
-        std::fs::remove_dir_all(&base).unwrap();
         seen.unwrap();
         assert_eq!(on_host.unwrap(), "kept");
     }
