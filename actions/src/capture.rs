@@ -230,14 +230,7 @@ impl Capture {
 mod tests {
     use super::*;
 
-    /// A test's directory, removed when the test ends (passed or not).
-    struct RemoveOnDrop(std::path::PathBuf);
-
-    impl Drop for RemoveOnDrop {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use sysward_testdir::RemoveOnDrop;
 
     #[test]
     fn small_output_is_kept_whole_and_large_is_cut_and_saved() {

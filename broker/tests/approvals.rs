@@ -7,11 +7,12 @@
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use sysward_broker::approvals::{
     self, request_key, ApprovalError, ApprovalRequest, Approvals, Created, Status, DEFAULT_TTL_SECS,
 };
 use sysward_broker::project::Layout;
+use sysward_testdir::RemoveOnDrop;
 
 fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
@@ -26,33 +27,11 @@ macro_rules! need_root {
     };
 }
 
-/// A test's directory, removed when the test ends (passed or not).
-struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = PathBuf;
-    fn deref(&self) -> &PathBuf {
-        &self.0
-    }
-}
-
-impl AsRef<Path> for Scratch {
-    fn as_ref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
-fn project(tag: &str) -> (Scratch, Layout) {
+fn project(tag: &str) -> (RemoveOnDrop, Layout) {
     let d = std::env::temp_dir().join(format!("sysward-approvals-{tag}-{}", std::process::id()));
     let _ = fs::remove_dir_all(&d);
     fs::create_dir_all(&d).unwrap();
-    let d = Scratch(d);
+    let d = RemoveOnDrop(d);
     fs::set_permissions(&d, fs::Permissions::from_mode(0o700)).unwrap();
     let layout = Layout::standalone(&d).unwrap();
     (d, layout)
@@ -396,7 +375,7 @@ fn a_decision_from_inside_sysward_s_process_tree_is_refused() {
     let dir = std::env::temp_dir().join(format!("sysward-approvals-tree-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
-    let _cleanup = Scratch(dir.clone());
+    let _cleanup = RemoveOnDrop(dir.clone());
     let fake = dir.join("sysward-exec");
     fs::copy("/bin/sh", &fake).unwrap();
     fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();

@@ -13,6 +13,7 @@ use sysward_broker::redact::{RedactEntry, Redactor};
 use sysward_broker::secrets::{
     self, session_scope, Scope, SecretError, SecretStore, SessionSecrets,
 };
+use sysward_testdir::RemoveOnDrop;
 
 const DB: &str = "Tr0ub4dor&3 horse";
 
@@ -31,36 +32,14 @@ macro_rules! need_root {
     };
 }
 
-/// A test's project directory, removed when the test ends (passed or not).
-struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = PathBuf;
-    fn deref(&self) -> &PathBuf {
-        &self.0
-    }
-}
-
-impl AsRef<Path> for Scratch {
-    fn as_ref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A fresh private directory (0700) holding `secrets/` (0700).
-fn project(tag: &str) -> Scratch {
+fn project(tag: &str) -> RemoveOnDrop {
     let d = std::env::temp_dir().join(format!("sysward-secrets-{tag}-{}", std::process::id()));
     let _ = fs::remove_dir_all(&d);
     fs::create_dir_all(d.join("secrets")).unwrap();
     fs::set_permissions(&d, fs::Permissions::from_mode(0o700)).unwrap();
     fs::set_permissions(d.join("secrets"), fs::Permissions::from_mode(0o700)).unwrap();
-    Scratch(d)
+    RemoveOnDrop(d)
 }
 
 fn put(path: &Path, content: &str, mode: u32) {
@@ -70,7 +49,7 @@ fn put(path: &Path, content: &str, mode: u32) {
 
 /// `db` for psql (env PGPASSWORD, arg, stdin) and the file /etc/app/db.pw;
 /// `token` with no scope.
-fn standard(tag: &str) -> Scratch {
+fn standard(tag: &str) -> RemoveOnDrop {
     let d = project(tag);
     let s = d.join("secrets");
     put(&s.join("db"), &format!("{DB}\n"), 0o600);

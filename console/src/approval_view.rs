@@ -229,13 +229,7 @@ mod tests {
             std::env::temp_dir().join(format!("sysward-console-approvals-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        /// The test's directory, removed when the test ends (passed or not).
-        struct RemoveOnDrop(std::path::PathBuf);
-        impl Drop for RemoveOnDrop {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
+        use sysward_testdir::RemoveOnDrop;
         let _cleanup = RemoveOnDrop(d.clone());
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
         let layout = Layout::standalone(&d).unwrap();

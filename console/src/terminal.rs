@@ -1085,33 +1085,13 @@ impl Console {
 mod tests {
     use super::*;
 
-    /// A test's directory, removed when the test ends (passed or not).
-    struct Scratch(PathBuf);
+    use sysward_testdir::RemoveOnDrop;
 
-    impl std::ops::Deref for Scratch {
-        type Target = PathBuf;
-        fn deref(&self) -> &PathBuf {
-            &self.0
-        }
-    }
-
-    impl AsRef<Path> for Scratch {
-        fn as_ref(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn scratch(tag: &str) -> Scratch {
+    fn scratch(tag: &str) -> RemoveOnDrop {
         let dir = std::env::temp_dir().join(format!("sysward-term-{tag}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
+        RemoveOnDrop(dir)
     }
 
     #[test]

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use sysward_ipc::exec::*;
 use sysward_ipc::profile::{ConfinementProfile, ResourceLimits};
 use sysward_ipc::Channel;
+use sysward_testdir::RemoveOnDrop;
 
 const EXE: &str = env!("CARGO_BIN_EXE_sysward-exec");
 
@@ -474,36 +475,14 @@ fn snapshot(dir: &Path) -> Vec<(String, u64, u32, i64)> {
     v
 }
 
-/// A path the test creates, removed when the case ends (passed or not).
-struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = PathBuf;
-    fn deref(&self) -> &PathBuf {
-        &self.0
-    }
-}
-
-impl AsRef<Path> for Scratch {
-    fn as_ref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0).or_else(|_| std::fs::remove_dir_all(&self.0));
-    }
-}
-
-fn scratch_dir(tag: &str) -> Scratch {
+fn scratch_dir(tag: &str) -> RemoveOnDrop {
     let d = PathBuf::from(format!(
         "/tmp/sysward-exec-test-{}-{tag}",
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    let d = Scratch(d);
+    let d = RemoveOnDrop(d);
     std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
     d
 }
@@ -595,7 +574,7 @@ fn case_basic(t: &mut T) {
     );
     let mut p = base_profile();
     p.capabilities = vec!["CAP_NOT_A_CAP".into()];
-    let _should_not_exist = Scratch(PathBuf::from("/tmp/sysward-should-not-exist"));
+    let _should_not_exist = RemoveOnDrop(PathBuf::from("/tmp/sysward-should-not-exist"));
     let r = spawn(
         &command(&["/bin/touch", "/tmp/sysward-should-not-exist"], p),
         &Opts::default(),
@@ -1140,7 +1119,7 @@ fn case_protected(t: &mut T) {
     let control_dir =
         std::env::temp_dir().join(format!("sysward-admin-control-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&control_dir);
-    let _control_cleanup = Scratch(control_dir.clone());
+    let _control_cleanup = RemoveOnDrop(control_dir.clone());
     let control = control_dir.join("file");
     let script = format!("echo ok > {0} && cat {0}", control.display());
     let r = spawn(

@@ -113,15 +113,9 @@ fn main() {
         println!("skipped: the network executor's confinement test needs root");
         return;
     }
-    /// What the probe would leave in /tmp were it not confined, removed
-    /// when the test ends (passed or not).
-    struct RemoveOnDrop(&'static str);
-    impl Drop for RemoveOnDrop {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(self.0);
-        }
-    }
-    let _probe_file = RemoveOnDrop("/tmp/sysward-net-probe");
+    // What the probe would leave in /tmp were it not confined, removed
+    // when the test ends (passed or not).
+    let _probe_file = sysward_testdir::RemoveOnDrop("/tmp/sysward-net-probe".into());
     let allowed = TcpListener::bind("127.0.0.1:0").unwrap();
     let other = TcpListener::bind("127.0.0.1:0").unwrap();
     let out = Command::new(std::env::current_exe().unwrap())

@@ -22,8 +22,6 @@ pub mod profile_rules;
 pub mod seccomp;
 pub mod shield;
 pub mod sys;
-#[cfg(test)]
-mod test_dir;
 
 /// The crates whose types appear in this crate's API, re-exported so callers
 /// use exactly the pinned versions.

@@ -352,7 +352,7 @@ mod tests {
 
     #[test]
     fn a_grant_not_created_yet_goes_to_its_deepest_existing_directory() {
-        let base = crate::test_dir::TestDir::new("sysward-deepest");
+        let base = sysward_testdir::RemoveOnDrop::fresh_dir("sysward-deepest");
         std::fs::create_dir_all(base.join("a")).unwrap();
         assert_eq!(deepest_existing(&base.join("a/b/c")), base.join("a"));
         assert_eq!(deepest_existing(&base.join("a")), base.join("a"));
@@ -367,7 +367,7 @@ mod tests {
     #[test]
     fn only_the_skill_packs_of_the_configuration_are_readable() {
         use std::os::unix::fs::PermissionsExt;
-        let base = crate::test_dir::TestDir::new("sysward-packs");
+        let base = sysward_testdir::RemoveOnDrop::fresh_dir("sysward-packs");
         let config = base.join("sysward");
         let packs = config.join("skills");
         std::fs::create_dir_all(packs.join("disk_usage")).unwrap();

@@ -638,7 +638,7 @@ mod tests {
 
     #[test]
     fn steps_run_shallow_first_and_pin_ancestors() {
-        let base = crate::test_dir::TestDir::new("shield-plan");
+        let base = sysward_testdir::RemoveOnDrop::fresh_dir("shield-plan");
         let project = base.join("proj");
         std::fs::create_dir_all(project.join("secrets")).unwrap();
         std::fs::create_dir_all(project.join(".agent/tmp")).unwrap();
@@ -676,7 +676,7 @@ mod tests {
     }
     #[test]
     fn a_writable_directory_beneath_a_hidden_one_is_kept_in_the_plan() {
-        let base = crate::test_dir::TestDir::new("shield-keep");
+        let base = sysward_testdir::RemoveOnDrop::fresh_dir("shield-keep");
         let state = base.join("state");
         std::fs::create_dir_all(state.join(".agent/tmp")).unwrap();
         let plan = ShieldPlan::new(&ShieldInput {
@@ -712,7 +712,7 @@ mod tests {
             eprintln!("skipped: needs root (mount namespaces)");
             return;
         }
-        let base = crate::test_dir::TestDir::new("shield-keep-ns");
+        let base = sysward_testdir::RemoveOnDrop::fresh_dir("shield-keep-ns");
         let state = base.join("state");
         std::fs::create_dir_all(state.join(".agent/tmp")).unwrap();
         std::fs::create_dir_all(state.join(".agent/approvals")).unwrap();

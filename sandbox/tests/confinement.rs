@@ -13,6 +13,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use sysward_sandbox::{confine_agent, confine_gateway, AgentConfinement, GatewayConfinement};
+use sysward_testdir::RemoveOnDrop;
 
 fn errno_name(e: i32) -> String {
     match e {
@@ -315,16 +316,6 @@ impl Drop for SysDir {
         if let Some(p) = &self.0 {
             let _ = std::fs::remove_dir(p);
         }
-    }
-}
-
-/// A path the test creates (or a probe might, were it not confined),
-/// removed when the test ends (passed or not).
-struct RemoveOnDrop(PathBuf);
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0).or_else(|_| std::fs::remove_dir_all(&self.0));
     }
 }
 

@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use sysward_testdir::RemoveOnDrop;
 
 use common::*;
 use serde_json::{json, Value};
@@ -159,33 +160,11 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sysward-scripted-model"))
 }
 
-/// A test's directory, removed when the test ends (passed or not).
-struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = PathBuf;
-    fn deref(&self) -> &PathBuf {
-        &self.0
-    }
-}
-
-impl AsRef<Path> for Scratch {
-    fn as_ref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn tmpdir(name: &str) -> Scratch {
+fn tmpdir(name: &str) -> RemoveOnDrop {
     let d = std::env::temp_dir().join(format!("scripted-cli-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    Scratch(d)
+    RemoveOnDrop(d)
 }
 
 #[test]

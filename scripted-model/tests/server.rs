@@ -771,13 +771,7 @@ fn repeat_serves_a_step_several_times() {
 fn records_every_request_to_memory_and_jsonl() {
     let dir = std::env::temp_dir().join(format!("scripted-rec-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    /// The test's directory, removed when the test ends (passed or not).
-    struct RemoveOnDrop(std::path::PathBuf);
-    impl Drop for RemoveOnDrop {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use sysward_testdir::RemoveOnDrop;
     let _cleanup = RemoveOnDrop(dir.clone());
     let path = dir.join("rec.jsonl");
     let _ = std::fs::remove_file(&path);

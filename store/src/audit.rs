@@ -956,33 +956,13 @@ pub fn acknowledge_break(layout: &crate::project::Layout, brk: &ChainBreak) -> R
 mod tests {
     use super::*;
 
-    /// A test's directory, removed when the test ends (passed or not).
-    struct Scratch(PathBuf);
+    use sysward_testdir::RemoveOnDrop;
 
-    impl std::ops::Deref for Scratch {
-        type Target = PathBuf;
-        fn deref(&self) -> &PathBuf {
-            &self.0
-        }
-    }
-
-    impl AsRef<Path> for Scratch {
-        fn as_ref(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn temp_dir(tag: &str) -> Scratch {
+    fn temp_dir(tag: &str) -> RemoveOnDrop {
         let d = std::env::temp_dir().join(format!("sysward-audit-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        Scratch(d)
+        RemoveOnDrop(d)
     }
 
     #[test]

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
+use sysward_testdir::RemoveOnDrop;
 use sysward_tests::*;
 
 fn verify(p: &TestProject, key_file: Option<&std::path::Path>) -> std::process::Output {
@@ -19,29 +20,6 @@ fn verify(p: &TestProject, key_file: Option<&std::path::Path>) -> std::process::
 /// What root can do without the key (see [`sysward_tests::rechain`]).
 fn rewrite_chain(p: &TestProject, records: Vec<serde_json::Value>) {
     rechain(&p.path("audit.log"), &p.path(".agent/audit.head"), records);
-}
-
-/// A file the test writes outside its project, removed when the test ends
-/// (passed or not).
-struct RemoveOnDrop(std::path::PathBuf);
-
-impl std::ops::Deref for RemoveOnDrop {
-    type Target = std::path::PathBuf;
-    fn deref(&self) -> &std::path::PathBuf {
-        &self.0
-    }
-}
-
-impl AsRef<std::path::Path> for RemoveOnDrop {
-    fn as_ref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 fn project_with_a_session(name: &str) -> (TestProject, RemoveOnDrop) {

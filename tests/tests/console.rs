@@ -229,13 +229,7 @@ fn a_closed_pipe_ends_one_shot_commands_without_a_panic() {
 fn policy_check_of_a_candidate_file() {
     let dir = std::env::temp_dir().join(format!("sysward-policy-file-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    /// The test's directory, removed when the test ends (passed or not).
-    struct RemoveOnDrop(std::path::PathBuf);
-    impl Drop for RemoveOnDrop {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use sysward_testdir::RemoveOnDrop;
     let _cleanup = RemoveOnDrop(dir.clone());
     let broken = dir.join("candidate-broken");
     let good = dir.join("candidate-good");

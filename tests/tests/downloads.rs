@@ -178,14 +178,7 @@ fn downloads_are_verified_placed_atomically_and_every_refusal_leaves_nothing() {
         let (port, seen) = start_server(secret_port);
         let base = format!("http://127.0.0.1:{port}");
         let outside = format!("/tmp/sysward-download-test-{}", std::process::id());
-        /// What a wrongly allowed write outside the project would leave,
-        /// removed when the test ends (passed or not).
-        struct RemoveOnDrop(std::path::PathBuf);
-        impl Drop for RemoveOnDrop {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
+        use sysward_testdir::RemoveOnDrop;
         let _cleanup = RemoveOnDrop(std::path::PathBuf::from(&outside));
         let policy = format!(
             "ALLOW_NETWORK=true\nALLOW_DOWNLOADS=true\nMAX_DOWNLOAD_SIZE=1M\nDEFAULT_COMMAND_TIMEOUT=20\nMAX_STEPS=40\nNETWORK_ALLOW=127.0.0.1:{port}"

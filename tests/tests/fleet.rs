@@ -883,13 +883,7 @@ fn the_collection_passes_ansible_lint() {
 fn the_aggregator_reads_fetched_results() {
     let dir = std::env::temp_dir().join(format!("swf-report-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
-    /// The test's directory, removed when the test ends (passed or not).
-    struct RemoveOnDrop(std::path::PathBuf);
-    impl Drop for RemoveOnDrop {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use sysward_testdir::RemoveOnDrop;
     let _cleanup = RemoveOnDrop(dir.clone());
     let summary = |tasks: &[(&str, &str)], code: i32| {
         let tasks: Vec<_> = tasks

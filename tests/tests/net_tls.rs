@@ -185,13 +185,7 @@ fn https_with_the_operators_ca_and_never_down_to_http() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("sysward-net-tls-{}", std::process::id()));
-    /// The test's directory, removed when the test ends (passed or not).
-    struct RemoveOnDrop(std::path::PathBuf);
-    impl Drop for RemoveOnDrop {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use sysward_testdir::RemoveOnDrop;
     let _cleanup = RemoveOnDrop(dir.clone());
     let (ca, config) = pki(&dir);
     let plain = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -83,13 +83,7 @@ fn the_quick_start_works_on_a_fresh_debian_without_sudo() {
     }
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let tar = std::env::temp_dir().join(format!("sysward-quick-start-{}.tar", std::process::id()));
-    /// The test's archive, removed when the test ends (passed or not).
-    struct RemoveOnDrop(std::path::PathBuf);
-    impl Drop for RemoveOnDrop {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
+    use sysward_testdir::RemoveOnDrop;
     let _cleanup = RemoveOnDrop(tar.clone());
     let archived = Command::new("git")
         .arg("-C")
