@@ -413,6 +413,9 @@ fn test_agent(dir: &Path) -> bool {
     }
     let _etc = SysDir::ensure("/etc/sysward");
     let secret = "/etc/sysward/confine-probe.secret";
+    // Dropped before `_etc`: the file goes first, then the directory if
+    // this test made it, whether the test passes or fails.
+    let _secret_file = RemoveOnDrop(PathBuf::from(secret));
     std::fs::write(secret, "API_KEY=sk-probe\n").unwrap();
     let args = vec![
         uid.to_string(),
