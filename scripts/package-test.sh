@@ -95,10 +95,14 @@ dpkg-deb --info "$deb" | sed -n '1,40p' | grep -E "Package|Version|Depends|Archi
 dpkg-deb --contents "$deb" > "$work/contents"
 step "lintian (no errors allowed; the warnings a maintainer would fix are fixed, the deliberate ones overridden)"
 if command -v lintian >/dev/null 2>&1; then
-  lintian --tag-display-limit 0 --fail-on error "$deb" 2>&1 | grep -v "running with root privileges" | sed 's/^/  /' \
+  # lintian leaves a database file (mldbm-elf-*) in its TMPDIR per run: in
+  # this run's directory, removed with it.
+  mkdir -p "$work/lintian-tmp"
+  lint() { TMPDIR="$work/lintian-tmp" lintian "$@"; }
+  lint --tag-display-limit 0 --fail-on error "$deb" 2>&1 | grep -v "running with root privileges" | sed 's/^/  /' \
     || true
-  lintian --fail-on error "$deb" >/dev/null 2>&1 || fail "lintian reports errors"
-  if lintian "$deb" 2>/dev/null | grep -q '^W:'; then
+  lint --fail-on error "$deb" >/dev/null 2>&1 || fail "lintian reports errors"
+  if lint "$deb" 2>/dev/null | grep -q '^W:'; then
     fail "lintian warnings: fix them or override them with a reason in packaging/lintian/sysward"
   fi
 else
