@@ -43,6 +43,18 @@ pub enum When {
     },
 }
 
+impl When {
+    /// The argument it checks; none for [`When::Always`].
+    fn arg(&self) -> Option<u8> {
+        match self {
+            When::Always => None,
+            When::Arg32In { arg, .. }
+            | When::Arg32NotIn { arg, .. }
+            | When::MaskedLow { arg, .. } => Some(*arg),
+        }
+    }
+}
+
 /// Syscall number → when it is denied.
 pub type DenyList = BTreeMap<i64, When>;
 
@@ -120,22 +132,19 @@ struct Run {
 /// `*xattr` family, `chmod`…`lchown`, `io_uring_*` and the new mount API)
 /// cost one range test instead of one test each. Argument checks that are
 /// alike share one block.
-fn runs(list: &DenyList) -> (Vec<Run>, Vec<(u8, When)>) {
-    let mut blocks: Vec<(u8, When)> = Vec::new();
+fn runs(list: &DenyList) -> (Vec<Run>, Vec<When>) {
+    let mut blocks: Vec<When> = Vec::new();
     let mut out: Vec<Run> = Vec::new();
     for (&nr, when) in list {
         let target = match when {
             When::Always => Target::Deny,
             When::Arg32In { values, .. } if values.is_empty() => continue,
             When::Arg32NotIn { values, .. } if values.is_empty() => Target::Deny,
-            When::Arg32In { arg, .. }
-            | When::Arg32NotIn { arg, .. }
-            | When::MaskedLow { arg, .. } => {
-                let key = (*arg, when.clone());
-                let index = match blocks.iter().position(|b| *b == key) {
+            When::Arg32In { .. } | When::Arg32NotIn { .. } | When::MaskedLow { .. } => {
+                let index = match blocks.iter().position(|b| b == when) {
                     Some(i) => i,
                     None => {
-                        blocks.push(key);
+                        blocks.push(when.clone());
                         blocks.len() - 1
                     }
                 };
@@ -205,7 +214,10 @@ fn leaf(runs: &[Run]) -> Vec<Insn> {
 }
 
 /// An argument-check block: loads the argument, ends in a shared return.
-fn check_block(arg: u8, when: &When) -> Vec<Insn> {
+fn check_block(when: &When) -> Vec<Insn> {
+    let Some(arg) = when.arg() else {
+        return vec![stmt(RET_K, RET_DENY)];
+    };
     let mut out = vec![stmt(LD_W_ABS, arg_low(arg))];
     // Each value but the last falls through to the next test.
     let chain = |values: &[u32], on_match: Target, otherwise: Target| -> Vec<Insn> {
@@ -223,7 +235,7 @@ fn check_block(arg: u8, when: &When) -> Vec<Insn> {
             .collect()
     };
     match when {
-        When::Always => out = vec![stmt(RET_K, RET_DENY)],
+        When::Always => {}
         When::Arg32In { values, .. } => out.extend(chain(values, Target::Deny, Target::Allow)),
         When::Arg32NotIn { values, .. } => out.extend(chain(values, Target::Allow, Target::Deny)),
         When::MaskedLow { mask, .. } => {
@@ -240,16 +252,11 @@ pub fn compile(list: &DenyList) -> Result<BpfProgram, SandboxError> {
     if let Some((&nr, _)) = list.iter().find(|(&nr, _)| !(0..0x4000_0000).contains(&nr)) {
         return Err(err(format!("syscall number {nr} out of range")));
     }
-    for (nr, when) in list {
-        let arg = match when {
-            When::Always => continue,
-            When::Arg32In { arg, .. }
-            | When::Arg32NotIn { arg, .. }
-            | When::MaskedLow { arg, .. } => *arg,
-        };
-        if arg > 5 {
-            return Err(err(format!("syscall {nr}: argument {arg} does not exist")));
-        }
+    if let Some((nr, arg)) = list
+        .iter()
+        .find_map(|(nr, when)| when.arg().filter(|&a| a > 5).map(|a| (nr, a)))
+    {
+        return Err(err(format!("syscall {nr}: argument {arg} does not exist")));
     }
     let mut code: Vec<Insn> = vec![stmt(LD_W_ABS, NR)];
     // x32 numbers carry bit 30 under the x86_64 audit arch.
@@ -267,9 +274,9 @@ pub fn compile(list: &DenyList) -> Result<BpfProgram, SandboxError> {
     let (runs, blocks) = runs(list);
     code.extend(tree(&runs));
     let mut block_at = Vec::with_capacity(blocks.len());
-    for (arg, when) in &blocks {
+    for when in &blocks {
         block_at.push(code.len());
-        code.extend(check_block(*arg, when));
+        code.extend(check_block(when));
     }
     // The shared returns last: every jump is forward.
     let returns = [RET_ALLOW, RET_DENY, RET_KILL, RET_ENOSYS].map(|ret| {
