@@ -234,10 +234,7 @@ mod tests {
 
     #[test]
     fn small_output_is_kept_whole_and_large_is_cut_and_saved() {
-        let dir = std::env::temp_dir().join(format!("sysward-cap-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let _cleanup = RemoveOnDrop(dir.clone());
+        let dir = RemoveOnDrop::fresh_dir("sysward-cap");
         let mut c = Capture::new(dir.join("small"));
         c.push(b"hello\n");
         let got = c.finish();
@@ -261,10 +258,7 @@ mod tests {
 
     #[test]
     fn an_error_in_the_middle_of_a_long_output_is_shown() {
-        let dir = std::env::temp_dir().join(format!("sysward-cap-mid-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let _cleanup = RemoveOnDrop(dir.clone());
+        let dir = RemoveOnDrop::fresh_dir("sysward-cap-mid");
         let mut c = Capture::new(dir.join("mid"));
         for i in 0..3000 {
             c.push(format!("ok line {i}\n").as_bytes());

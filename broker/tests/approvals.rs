@@ -28,10 +28,7 @@ macro_rules! need_root {
 }
 
 fn project(tag: &str) -> (RemoveOnDrop, Layout) {
-    let d = std::env::temp_dir().join(format!("sysward-approvals-{tag}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    let d = RemoveOnDrop(d);
+    let d = RemoveOnDrop::fresh_dir(&format!("sysward-approvals-{tag}"));
     fs::set_permissions(&d, fs::Permissions::from_mode(0o700)).unwrap();
     let layout = Layout::standalone(&d).unwrap();
     (d, layout)
@@ -372,10 +369,7 @@ fn a_decision_from_inside_sysward_s_process_tree_is_refused() {
     assert!(approvals::check_decider().is_ok());
     // A child whose parent's executable is named sysward-exec may not: run
     // the test binary again through a copy of /bin/sh named sysward-exec.
-    let dir = std::env::temp_dir().join(format!("sysward-approvals-tree-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    let _cleanup = RemoveOnDrop(dir.clone());
+    let dir = RemoveOnDrop::fresh_dir("sysward-approvals-tree");
     let fake = dir.join("sysward-exec");
     fs::copy("/bin/sh", &fake).unwrap();
     fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();

@@ -34,12 +34,11 @@ macro_rules! need_root {
 
 /// A fresh private directory (0700) holding `secrets/` (0700).
 fn project(tag: &str) -> RemoveOnDrop {
-    let d = std::env::temp_dir().join(format!("sysward-secrets-{tag}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
+    let d = RemoveOnDrop::fresh_dir(&format!("sysward-secrets-{tag}"));
     fs::create_dir_all(d.join("secrets")).unwrap();
     fs::set_permissions(&d, fs::Permissions::from_mode(0o700)).unwrap();
     fs::set_permissions(d.join("secrets"), fs::Permissions::from_mode(0o700)).unwrap();
-    RemoveOnDrop(d)
+    d
 }
 
 fn put(path: &Path, content: &str, mode: u32) {

@@ -225,12 +225,7 @@ mod tests {
             return;
         }
         use std::os::unix::fs::PermissionsExt;
-        let d =
-            std::env::temp_dir().join(format!("sysward-console-approvals-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        use sysward_testdir::RemoveOnDrop;
-        let _cleanup = RemoveOnDrop(d.clone());
+        let d = sysward_testdir::RemoveOnDrop::fresh_dir("sysward-console-approvals");
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
         let layout = Layout::standalone(&d).unwrap();
         assert_eq!(cmd_list(&layout, false, false).unwrap(), 0);

@@ -1088,10 +1088,7 @@ mod tests {
     use sysward_testdir::RemoveOnDrop;
 
     fn scratch(tag: &str) -> RemoveOnDrop {
-        let dir = std::env::temp_dir().join(format!("sysward-term-{tag}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        RemoveOnDrop(dir)
+        RemoveOnDrop::fresh_dir(&format!("sysward-term-{tag}"))
     }
 
     #[test]

@@ -161,10 +161,7 @@ fn bin() -> Command {
 }
 
 fn tmpdir(name: &str) -> RemoveOnDrop {
-    let d = std::env::temp_dir().join(format!("scripted-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    RemoveOnDrop(d)
+    RemoveOnDrop::fresh_dir(&format!("scripted-cli-{name}"))
 }
 
 #[test]

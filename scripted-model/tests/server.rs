@@ -769,10 +769,7 @@ fn repeat_serves_a_step_several_times() {
 
 #[test]
 fn records_every_request_to_memory_and_jsonl() {
-    let dir = std::env::temp_dir().join(format!("scripted-rec-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    use sysward_testdir::RemoveOnDrop;
-    let _cleanup = RemoveOnDrop(dir.clone());
+    let dir = sysward_testdir::RemoveOnDrop::fresh_dir("scripted-rec");
     let path = dir.join("rec.jsonl");
     let _ = std::fs::remove_file(&path);
     let sc = Scenario::from_str(r#"{"steps": [{"content": "hi"}]}"#).unwrap();

@@ -959,10 +959,7 @@ mod tests {
     use sysward_testdir::RemoveOnDrop;
 
     fn temp_dir(tag: &str) -> RemoveOnDrop {
-        let d = std::env::temp_dir().join(format!("sysward-audit-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        RemoveOnDrop(d)
+        RemoveOnDrop::fresh_dir(&format!("sysward-audit-{tag}"))
     }
 
     #[test]

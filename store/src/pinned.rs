@@ -310,9 +310,7 @@ mod tests {
             eprintln!("SKIPPED (needs root: the directory must be root's)");
             return;
         }
-        let root = std::env::temp_dir().join(format!("sysward-pinned-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let _cleanup = RemoveOnDrop(root.clone());
+        let root = RemoveOnDrop::fresh_dir("sysward-pinned");
         std::fs::create_dir_all(root.join(".agent/approvals")).unwrap();
         std::fs::create_dir_all(root.join(".agent/tmp")).unwrap();
         let layout = Layout::standalone(&root).unwrap();
