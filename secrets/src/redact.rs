@@ -103,6 +103,21 @@ impl RedactionCounts {
     }
 }
 
+/// The output and counts of one masking pass, reused across the strings
+/// of a JSON value.
+struct Scratch {
+    out: Vec<u8>,
+    counts: Vec<u64>,
+}
+
+impl Scratch {
+    /// The masked text (patterns are whole UTF-8 sequences, so it is valid
+    /// UTF-8; lossily converted if not).
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.out).into_owned()
+    }
+}
+
 struct Pattern {
     bytes: Vec<u8>,
     entry: usize,
@@ -450,41 +465,70 @@ impl Redactor {
     }
 
     /// Redacts every string (and object key) of a JSON value in place, e.g. an
-    /// audit record before it is written.
+    /// audit record before it is written. A string or key with nothing to
+    /// mask is left as it is: no copy, no rebuilt map (every audit record
+    /// passes through here, almost always unchanged).
     pub fn redact_json(&self, value: &mut serde_json::Value) -> RedactionCounts {
         let mut total = RedactionCounts::default();
         if !self.is_empty() {
-            self.redact_json_inner(value, &mut total);
+            let mut scratch = Scratch {
+                out: Vec::new(),
+                counts: vec![0; self.labels.len()],
+            };
+            self.redact_json_inner(value, &mut scratch, &mut total);
         }
         total
     }
 
-    fn redact_json_inner(&self, value: &mut serde_json::Value, total: &mut RedactionCounts) {
+    fn redact_json_inner(
+        &self,
+        value: &mut serde_json::Value,
+        scratch: &mut Scratch,
+        total: &mut RedactionCounts,
+    ) {
         use serde_json::Value;
         match value {
-            Value::String(s) => {
-                let (t, c) = self.redact_str(s);
-                if !c.is_empty() {
-                    *s = t;
-                    total.add(&c);
-                }
+            Value::String(s) if self.redact_into(s.as_bytes(), scratch) => {
+                *s = scratch.text();
+                total.add(&self.counts(&scratch.counts));
             }
             Value::Array(items) => {
                 for v in items {
-                    self.redact_json_inner(v, total);
+                    self.redact_json_inner(v, scratch, total);
                 }
             }
             Value::Object(map) => {
+                for v in map.values_mut() {
+                    self.redact_json_inner(v, scratch, total);
+                }
+                if !map.keys().any(|k| self.redact_into(k.as_bytes(), scratch)) {
+                    return;
+                }
+                // A key holds a value: rebuild the map with every key masked
+                // (two keys that mask alike keep the later one's value).
                 let old = std::mem::take(map);
-                for (k, mut v) in old {
-                    let (k2, c) = self.redact_str(&k);
-                    total.add(&c);
-                    self.redact_json_inner(&mut v, total);
-                    map.insert(k2, v);
+                for (k, v) in old {
+                    let k = if self.redact_into(k.as_bytes(), scratch) {
+                        total.add(&self.counts(&scratch.counts));
+                        scratch.text()
+                    } else {
+                        k
+                    };
+                    map.insert(k, v);
                 }
             }
             _ => {}
         }
+    }
+
+    /// Masks `input` into `scratch` (its output and counts, both reused);
+    /// true when anything was masked.
+    fn redact_into(&self, input: &[u8], scratch: &mut Scratch) -> bool {
+        scratch.out.clear();
+        scratch.counts.fill(0);
+        let end = self.scan(input, input.len(), &mut scratch.out, &mut scratch.counts);
+        scratch.out.extend_from_slice(&input[end..]);
+        scratch.counts.iter().any(|n| *n > 0)
     }
 
     /// A streaming redactor over this set.
@@ -1293,6 +1337,28 @@ mod tests {
         let c = red.redact_json(&mut v);
         assert_eq!(c.total(), 2);
         assert_eq!(v["out"], "x {{secret:db}} y");
+        assert_eq!(v["n"][1], "{{secret:db}}");
+        // Keys too, at any depth; the values under a masked key are kept
+        // and masked in turn; a record with nothing to mask is untouched.
+        let mut v = serde_json::json!({
+            "event": "tool",
+            "env": {"pa\"ss\\word": "pa\"ss\\word", "HOME": "/root"},
+            "stages_us": {"run": 800, "exec": 75},
+        });
+        let c = red.redact_json(&mut v);
+        assert_eq!(c.total(), 2);
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "event": "tool",
+                "env": {"{{secret:db}}": "{{secret:db}}", "HOME": "/root"},
+                "stages_us": {"run": 800, "exec": 75},
+            })
+        );
+        let clean = serde_json::json!({"event": "tool", "request": "/bin/true", "n": [1, "x"]});
+        let mut same = clean.clone();
+        assert!(red.redact_json(&mut same).is_empty());
+        assert_eq!(same, clean);
         // the JSON-escaped form, as a program printing JSON would show it
         let (t, _) = red.redact_str(r#"{"p":"pa\"ss\\word"}"#);
         assert_eq!(t, r#"{"p":"{{secret:db}}"}"#);
