@@ -420,6 +420,11 @@ impl Runner {
         let start = Instant::now();
         let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        // Copies of the write ends, closed once the child has exited: the
+        // child's exit closes its ends well before its pidfd is ready, and
+        // without these the end-of-file woke this thread early, only to sleep
+        // and be woken again by the exit (two wake-ups of an idle CPU).
+        let mut held_writers = Some([out_w.try_clone()?, err_w.try_clone()?]);
         let mut out = Capture::new(self.tmp_dir.join(format!("{save_prefix}.stdout")));
         let mut err = Capture::new(self.tmp_dir.join(format!("{save_prefix}.stderr")));
         let mut stages = Vec::new();
@@ -603,6 +608,8 @@ impl Runner {
                         if let Ok(Some(status)) = child.try_wait() {
                             exited = Some(status);
                             exited_at = Some(Instant::now());
+                            // What the child wrote is in the pipes: end them.
+                            drop(held_writers.take());
                         }
                     }
                     _ => {}
