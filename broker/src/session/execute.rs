@@ -28,9 +28,11 @@ impl<'a> Session<'a> {
             {
                 let pending = writer.record_then_open(start, open, opener);
                 // The action execs only once the record is durable: the
-                // writer (a batch thread, see `start_audit_writer`) gets this
-                // CPU now if it was woken here, so that its sync runs while
-                // the action is prepared and confined rather than after.
+                // writer (a batch thread, see `start_audit_writer`, woken on
+                // this CPU) gets it now, so that its sync runs while the
+                // action is prepared and confined rather than after. A
+                // record that need only be written waits for this thread
+                // to sleep in the child's clone.
                 if open == crate::audit::OpenGate::WhenDurable {
                     std::thread::yield_now();
                 }
