@@ -106,6 +106,9 @@ pub struct RunHow<'a> {
     pub redactor: &'a std::sync::Arc<crate::redact::Redactor>,
     /// For a command: execve waits for this gate (the start record).
     pub gate: Option<jail::GateWait>,
+    /// The session's wake-up latency request: released here once the
+    /// command has run for [`crate::wake_latency::HOLD_AT_MOST`].
+    pub wake_latency: &'a crate::wake_latency::WakeLatency,
 }
 
 pub struct Runner {
@@ -416,6 +419,7 @@ impl Runner {
             save_prefix,
             redactor,
             gate,
+            wake_latency,
         } = how;
         let start = Instant::now();
         let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
@@ -554,6 +558,23 @@ impl Runner {
                     .saturating_duration_since(now)
                     .as_millis()
                     .clamp(1, 1000) as i32
+            };
+            // A command still running when the hold's bound passes gives
+            // the CPUs back their idle states.
+            let wait_ms = match (wake_latency.is_held() && exited.is_none()).then(|| {
+                (spawned + crate::wake_latency::HOLD_AT_MOST).saturating_duration_since(now)
+            }) {
+                Some(left) if left.is_zero() => {
+                    wake_latency.release();
+                    wait_ms
+                }
+                // Rounded up: woken at most a millisecond after the bound.
+                Some(left) => wait_ms.min(
+                    i32::try_from(left.as_millis())
+                        .unwrap_or(i32::MAX)
+                        .saturating_add(1),
+                ),
+                None => wait_ms,
             };
             match poll(
                 &mut fds,

@@ -31,3 +31,4 @@ pub mod net_action;
 pub mod net_hops;
 pub mod retry;
 pub mod spawn;
+pub mod wake_latency;

@@ -236,6 +236,7 @@ impl<'a> Session<'a> {
                     save_prefix: &format!("{action_id}-{attempt}"),
                     redactor: &redactor,
                     gate: gate.take(),
+                    wake_latency: &self.wake_latency,
                 },
             );
             if let Ok(o) = &outcome {

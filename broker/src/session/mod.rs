@@ -410,6 +410,8 @@ struct Session<'a> {
     current_task: Option<String>,
     /// Started at the first action.
     audit_writer: Option<crate::audit::Writer>,
+    /// Held while an approved command starts (see `sysward_actions::wake_latency`).
+    wake_latency: sysward_actions::wake_latency::WakeLatency,
     /// The diffs of this session's memoria.md changes, shown at its end.
     memory_diffs: Vec<String>,
     _lock: ProjectLock,

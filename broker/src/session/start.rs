@@ -176,6 +176,7 @@ impl<'a> Session<'a> {
             approvals,
             current_task: None,
             audit_writer: None,
+            wake_latency: sysward_actions::wake_latency::WakeLatency::open(),
             memory_diffs: Vec::new(),
             _lock: lock,
         };

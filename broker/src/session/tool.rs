@@ -200,13 +200,18 @@ impl<'a> Session<'a> {
                     }
                     (out.result, None, out.ran)
                 }
-                _ => match self.execute(&call_id, &plan, &decision, start, &mut clock) {
-                    Ok(ran) => (ran.result, ran.change, true),
-                    Err(e) => {
-                        let ran = e.ran();
-                        (e.into_result(&call_id), None, ran)
+                _ => {
+                    // Until the answer is sent (`on_tool`), or the command
+                    // has run for a few milliseconds.
+                    self.wake_latency.hold();
+                    match self.execute(&call_id, &plan, &decision, start, &mut clock) {
+                        Ok(ran) => (ran.result, ran.change, true),
+                        Err(e) => {
+                            let ran = e.ran();
+                            (e.into_result(&call_id), None, ran)
+                        }
                     }
-                },
+                }
             };
             action_ran = ran;
             if let Some(c) = change {
@@ -311,7 +316,9 @@ pub(super) fn on_tool(s: &mut Session<'_>, request: AgentRequest) -> Result<Flow
     };
     let result = s.tool(tool);
     s.op.event(&crate::record::tool_output(&result.call_id, &result));
-    s.answer(AgentAnswer::Tool(result))?;
+    let answered = s.answer(AgentAnswer::Tool(result));
+    s.wake_latency.release();
+    answered?;
     if let Some(why) = s.ctx.pinned.stopped() {
         return Err(SessionError::Ended(why.to_string()));
     }

@@ -1,0 +1,70 @@
+//! While an approved command starts, the session asks the kernel for zero
+//! CPU wake-up latency (`/dev/cpu_dma_latency`), and only for a few
+//! milliseconds: a short command runs with the limit at 0, a command that
+//! runs longer sees it given back, and after the session the system's
+//! limit is what it was. Read from inside the actions themselves, through
+//! the real broker → agent → gateway → action tree. Needs root (the device
+//! is root's) and skips loudly otherwise, or where the device is missing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Read;
+use sysward_tests::*;
+
+const DEVICE: &str = "/dev/cpu_dma_latency";
+
+fn current_limit() -> i32 {
+    let mut b = [0u8; 4];
+    std::fs::File::open(DEVICE)
+        .unwrap()
+        .read_exact(&mut b)
+        .unwrap();
+    i32::from_ne_bytes(b)
+}
+
+/// The number `od -An -td4` printed in a tool result.
+fn limit_in(result: &str) -> Option<i64> {
+    result
+        .split(|c: char| !(c.is_ascii_digit() || c == '-'))
+        .filter(|w| !w.is_empty() && *w != "-")
+        .filter_map(|w| w.parse().ok())
+        .next_back()
+}
+
+#[test]
+fn a_starting_command_runs_with_zero_wake_latency_and_a_longer_one_gives_it_back() {
+    if !require_root(
+        "a_starting_command_runs_with_zero_wake_latency_and_a_longer_one_gives_it_back",
+    ) {
+        return;
+    }
+    if !std::path::Path::new(DEVICE).exists() {
+        eprintln!("SKIPPED: {DEVICE} is missing here (a container?)");
+        return;
+    }
+    ensure_accounts();
+    let before = current_limit();
+    let p = TestProject::new("wake-latency");
+    let od = serde_json::json!({"command": "od", "args": ["-An", "-td4", DEVICE]});
+    let later = serde_json::json!({
+        "command": "sh",
+        "args": ["-c", format!("sleep 0.2; od -An -td4 {DEVICE}")],
+    });
+    let run = run_scripted(
+        &p,
+        vec![tool_call("exec", od), tool_call("exec", later)],
+        "EXECUTION_MODE=guarded\nALLOW_OUTSIDE_PROJECT_READ=true",
+        "Read the CPU latency limit.",
+    );
+    let (short, long) = (&run.results[0], &run.results[1]);
+    assert_eq!(
+        limit_in(short),
+        Some(0),
+        "a short command runs with the limit at 0: {short}"
+    );
+    assert_eq!(
+        limit_in(long),
+        Some(i64::from(before)),
+        "a command past the hold's bound sees the limit given back: {long}"
+    );
+    assert_eq!(current_limit(), before, "after the session");
+}
