@@ -5,8 +5,9 @@
 //! `net_hops`, `download_action`, `cve_action`). Underneath is the process
 //! plumbing the broker's other children share: `spawn` (empty environment,
 //! channel on fd 3), `cgroup` (one cgroup per action), `mountns` (the
-//! prepared mount namespaces that keep sysward's paths read-only), `capture`
-//! and `cancel`.
+//! prepared mount namespaces that keep sysward's paths read-only), `capture`,
+//! `cancel` and `wake_latency` (idle CPUs kept polling while a command
+//! starts).
 //!
 //! The decision about *whether* something runs is not made here: the broker
 //! plans and decides (its `planner`), asks a person where the policy says

@@ -21,7 +21,8 @@ const FILES: &str = "\
 .TP\n.I /etc/sysward/secrets/\nsecrets (NAME, 0600) and their scopes (NAME.scope)\n\
 .TP\n.I /var/lib/sysward/audit.log\nthe hash-chained audit log (anchor, sealing state and approvals in .agent/)\n\
 .TP\n.I /run/sysward/control.sock\nthe daemon's control socket (root and the sysward group)\n\
-.TP\n.I /usr/libexec/sysward/sysward-broker\nthe root broker: the daemon (sysward broker, sysward.service), or the broker of one session that sysward run|cli --root starts and talks to over a socketpair\n";
+.TP\n.I /usr/libexec/sysward/sysward-broker\nthe root broker: the daemon (sysward broker, sysward.service), or the broker of one session that sysward run|cli --root starts and talks to over a socketpair\n\
+.TP\n.I /dev/cpu_dma_latency\nheld at 0 by a session while an approved command starts (idle CPUs poll instead of halting): from its start record until its answer, never past 5 ms of its run; the kernel drops the request when the broker closes it\n";
 
 fn examples(page: &str) -> &'static str {
     match page {
