@@ -319,9 +319,12 @@ struct Helper {
     /// Engines sent to it (it may have dropped the oldest; it then says so).
     loaded: HashSet<u64>,
     reaped: bool,
-    /// The CPU it was last restricted to: the one its last requester ran
-    /// on (see `follow_this_cpu`).
-    cpu: Option<usize>,
+    /// Keeps it on the CPU of the thread that asks it: the request wakes it
+    /// there and the asker's yields hand it the CPU (left free, it was woken
+    /// on the other, idle, CPU: half of a decision's round trip on a small
+    /// virtual machine). A CPU-bound helper still meets its deadline and its
+    /// CPU limit.
+    cpu: sysward_sandbox::sys::CpuFollower,
 }
 
 /// Keeps the broker's record of a helper's engines bounded; the helper
@@ -333,7 +336,7 @@ const MAX_LOADED_IDS: usize = 256;
 /// woken by an interrupt, which on a small virtual machine costs about half
 /// of the whole round trip (the classifier bench: p50 95 µs sleeping, 45 µs
 /// with this wait). Bounded and yielding, so the helper, which runs on this
-/// CPU (see `Helper::follow_this_cpu`: p50 45 → 18 µs), gets it first.
+/// CPU (see `Helper::cpu`: p50 45 → 18 µs), gets it first.
 const AWAKE_WAIT: Duration = Duration::from_micros(250);
 
 impl Helper {
@@ -366,7 +369,7 @@ impl Helper {
             pid,
             loaded: HashSet::new(),
             reaped: false,
-            cpu: None,
+            cpu: sysward_sandbox::sys::CpuFollower::default(),
         };
         let hello = helper.exchange(
             &Request::Hello {
@@ -406,7 +409,8 @@ impl Helper {
     /// Sends one request and waits for its answer until `deadline`, or until
     /// the helper dies. An `Error` answer is a failure.
     fn exchange(&mut self, request: &Request, deadline: Instant) -> Result<Answer, Failure> {
-        self.follow_this_cpu();
+        self.cpu
+            .follow(libc::pid_t::try_from(self.pid).unwrap_or(0));
         self.chan.send(request).map_err(|e| {
             Failure::Broken(format!("the command classifier took no request ({e})"))
         })?;
@@ -461,30 +465,6 @@ impl Helper {
                     "the command classifier sent an invalid answer: {e}"
                 ))),
             };
-        }
-    }
-
-    /// Restricts the helper to the CPU this thread runs on, so that the
-    /// request wakes it here and this thread's yields hand it the CPU: left
-    /// free, it was woken on the other, idle, CPU, which costs an interrupt
-    /// and the CPU's return from halt (half of a decision's round trip on a
-    /// small virtual machine). Only a hint: a failure changes nothing, and
-    /// a CPU-bound helper still meets its deadline and its CPU limit.
-    fn follow_this_cpu(&mut self) {
-        let Ok(cpu) = nix::sched::sched_getcpu() else {
-            return;
-        };
-        if self.cpu == Some(cpu) {
-            return;
-        }
-        // Tried once per CPU: where the helper's cpuset excludes this CPU,
-        // the refusal is not asked for again on every request.
-        self.cpu = Some(cpu);
-        let mut set = nix::sched::CpuSet::new();
-        if set.set(cpu).is_ok() {
-            if let Ok(pid) = i32::try_from(self.pid) {
-                let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(pid), &set);
-            }
         }
     }
 

@@ -206,3 +206,39 @@ pub fn reset_signals() -> io::Result<()> {
     })
     .map(|_| ())
 }
+
+/// Keeps a helper thread or process on the CPU of the thread that hands it
+/// work: woken there, it runs as soon as that thread sleeps or yields,
+/// where woken on another CPU it could cost that CPU's return from an idle
+/// halt. Remembers the last CPU, so that it asks the kernel again only when
+/// the caller has moved.
+#[derive(Debug)]
+pub struct CpuFollower(std::sync::atomic::AtomicUsize);
+
+impl Default for CpuFollower {
+    fn default() -> Self {
+        CpuFollower(std::sync::atomic::AtomicUsize::new(usize::MAX))
+    }
+}
+
+impl CpuFollower {
+    /// Restricts `id` (a thread or process of ours; never 0, which would name
+    /// the caller) to the CPU the calling thread runs on. Only a hint: a
+    /// refusal (a cpuset without that CPU) changes nothing but the speed,
+    /// and is not asked again until the caller moves.
+    pub fn follow(&self, id: libc::pid_t) {
+        if id <= 0 {
+            return;
+        }
+        let Ok(cpu) = nix::sched::sched_getcpu() else {
+            return;
+        };
+        if self.0.swap(cpu, std::sync::atomic::Ordering::Relaxed) == cpu {
+            return;
+        }
+        let mut set = nix::sched::CpuSet::new();
+        if set.set(cpu).is_ok() {
+            let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(id), &set);
+        }
+    }
+}

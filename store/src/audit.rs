@@ -791,8 +791,10 @@ pub struct Writer {
     jobs: std::sync::mpsc::Sender<WriterJob>,
     /// The writer thread's id, once it has started (0 before).
     tid: std::sync::Arc<std::sync::atomic::AtomicI32>,
-    /// The CPU it was last restricted to (`usize::MAX`: none yet).
-    cpu: std::sync::atomic::AtomicUsize,
+    /// Keeps it on the CPU of the session that hands it a record: woken
+    /// there, it writes while the session sleeps in the child's clone (or
+    /// yields to it), instead of costing an idle CPU's return from halt.
+    cpu: sysward_sandbox::sys::CpuFollower,
 }
 
 /// When the writer opens an action's gate.
@@ -866,33 +868,8 @@ impl Writer {
         Ok(Writer {
             jobs,
             tid,
-            cpu: std::sync::atomic::AtomicUsize::new(usize::MAX),
+            cpu: sysward_sandbox::sys::CpuFollower::default(),
         })
-    }
-
-    /// Restricts the writer thread to the CPU the calling thread runs on, so
-    /// that a job wakes it here, where it runs as soon as the caller sleeps
-    /// (for the child's confinement) or yields: left free, it was woken on
-    /// the other, idle, CPU, which costs the caller an interrupt and the
-    /// writer the CPU's return from halt. Only a hint: a refusal (a cpuset)
-    /// changes nothing but the speed.
-    fn follow_this_cpu(&self) {
-        use std::sync::atomic::Ordering;
-        let tid = self.tid.load(Ordering::Acquire);
-        // Not started yet: 0 would name the calling thread.
-        if tid <= 0 {
-            return;
-        }
-        let Ok(cpu) = nix::sched::sched_getcpu() else {
-            return;
-        };
-        if self.cpu.swap(cpu, Ordering::Relaxed) == cpu {
-            return;
-        }
-        let mut set = nix::sched::CpuSet::new();
-        if set.set(cpu).is_ok() {
-            let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid), &set);
-        }
     }
 
     /// Records `event`, opens `gate` when `open` says, and makes the record
@@ -905,7 +882,9 @@ impl Writer {
         gate: sysward_sandbox::jail::GateOpener,
     ) -> std::sync::mpsc::Receiver<Result<u64, StartRecordError>> {
         let (done, answer) = std::sync::mpsc::sync_channel(1);
-        self.follow_this_cpu();
+        // Not started yet (0): it is left where it starts.
+        self.cpu
+            .follow(self.tid.load(std::sync::atomic::Ordering::Acquire));
         let _ = self.jobs.send(WriterJob {
             event,
             open,
@@ -1007,18 +986,10 @@ mod tests {
     /// runs, and follows it when it moves; the records are written either way.
     #[test]
     fn the_writer_runs_on_the_cpu_of_the_thread_that_hands_it_a_record() {
-        use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
-        use nix::unistd::Pid;
         let d = temp_dir("writer-cpu");
         let a =
             std::sync::Arc::new(Audit::open(&d.join("audit.log"), &d.join("audit.head")).unwrap());
-        let this_thread = Pid::from_raw(0);
-        let ours = sched_getaffinity(this_thread).unwrap();
-        let cpus: Vec<usize> = (0..CpuSet::count())
-            .filter(|c| ours.is_set(*c).unwrap_or(false))
-            .take(4)
-            .collect();
-        let visits: Vec<usize> = cpus.iter().rev().chain(cpus.last()).copied().collect();
+        let tour = sysward_testdir::cpu_tour();
         std::thread::scope(|s| {
             s.spawn(|| {
                 let writer = Writer::start(std::sync::Arc::clone(&a)).unwrap();
@@ -1028,10 +999,8 @@ mod tests {
                     std::thread::yield_now();
                 }
                 let tid = writer.tid.load(std::sync::atomic::Ordering::Acquire);
-                for (n, cpu) in visits.into_iter().enumerate() {
-                    let mut set = CpuSet::new();
-                    set.set(cpu).unwrap();
-                    sched_setaffinity(this_thread, &set).unwrap();
+                for (n, &cpu) in tour.iter().enumerate() {
+                    sysward_testdir::pin_this_thread(cpu);
                     let (opener, _wait) = sysward_sandbox::jail::gate().unwrap();
                     let answer = writer.record_then_open(
                         json!({"event": "action_start", "n": n}),
@@ -1039,17 +1008,15 @@ mod tests {
                         opener,
                     );
                     assert!(answer.recv().unwrap().is_ok());
-                    let status =
-                        std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
-                    let allowed = status
-                        .lines()
-                        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-                        .map(str::trim);
-                    assert_eq!(allowed, Some(cpu.to_string().as_str()), "record {n}");
+                    assert_eq!(
+                        sysward_testdir::allowed_cpus(tid),
+                        Some(cpu.to_string()),
+                        "record {n}"
+                    );
                 }
             });
         });
-        assert_eq!(verify_log(a.path()).unwrap().records, cpus.len() as u64 + 1);
+        assert_eq!(verify_log(a.path()).unwrap().records, tour.len() as u64);
     }
 
     #[test]

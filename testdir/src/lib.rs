@@ -44,6 +44,48 @@ impl Drop for RemoveOnDrop {
     }
 }
 
+/// The CPUs a test visits to see a helper follow its thread: the ones this
+/// thread may use (at most four), last to first, then the last again (so
+/// that every visit but the first is a move).
+///
+/// # Panics
+/// When the thread's CPU set cannot be read.
+pub fn cpu_tour() -> Vec<usize> {
+    use nix::sched::{sched_getaffinity, CpuSet};
+    let ours = match sched_getaffinity(nix::unistd::Pid::from_raw(0)) {
+        Ok(set) => set,
+        Err(e) => panic!("cannot read this thread's CPUs: {e}"),
+    };
+    let cpus: Vec<usize> = (0..CpuSet::count())
+        .filter(|c| ours.is_set(*c).unwrap_or(false))
+        .take(4)
+        .collect();
+    cpus.iter().rev().chain(cpus.last()).copied().collect()
+}
+
+/// Restricts the calling thread to `cpu`.
+///
+/// # Panics
+/// When the kernel refuses.
+pub fn pin_this_thread(cpu: usize) {
+    let mut set = nix::sched::CpuSet::new();
+    if let Err(e) = set
+        .set(cpu)
+        .and_then(|()| nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set))
+    {
+        panic!("cannot move this thread to CPU {cpu}: {e}");
+    }
+}
+
+/// The CPUs thread or process `id` may run on, as `/proc` lists them.
+pub fn allowed_cpus(id: i32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{id}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|v| v.trim().to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -138,32 +138,19 @@ fn the_helper_runs_on_the_cpu_of_the_thread_that_asks() {
     if !require_root("the_helper_runs_on_the_cpu_of_the_thread_that_asks") {
         return;
     }
-    use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
-    use nix::unistd::Pid;
     let pool = real_pool(1);
     let engine = default_engine();
     let pid = pool.idle_pids()[0];
-    let this_thread = Pid::from_raw(0);
-    let ours = sched_getaffinity(this_thread).unwrap();
-    let cpus: Vec<usize> = (0..CpuSet::count())
-        .filter(|c| ours.is_set(*c).unwrap_or(false))
-        .take(4)
-        .collect();
-    // Every CPU this test may use, then back to the first: the helper
-    // follows each move.
-    let visits: Vec<usize> = cpus.iter().rev().chain(cpus.last()).copied().collect();
     std::thread::scope(|s| {
         s.spawn(|| {
-            for cpu in visits {
-                let mut set = CpuSet::new();
-                set.set(cpu).unwrap();
-                sched_setaffinity(this_thread, &set).unwrap();
+            for cpu in sysward_testdir::cpu_tour() {
+                sysward_testdir::pin_this_thread(cpu);
                 let d = pool.decide(&engine, shell("echo hello | wc -c"), "echo", LIMIT);
                 assert_eq!(d.decision.verdict, Verdict::Allow, "{d:?}");
                 assert_eq!(pool.idle_pids(), vec![pid], "the same helper decided");
                 assert_eq!(
-                    status_field(pid, "Cpus_allowed_list:").as_deref(),
-                    Some(cpu.to_string().as_str()),
+                    sysward_testdir::allowed_cpus(i32::try_from(pid).unwrap()),
+                    Some(cpu.to_string()),
                     "the helper follows its requester to CPU {cpu}"
                 );
             }
