@@ -22,7 +22,7 @@ const FILES: &str = "\
 .TP\n.I /var/lib/sysward/audit.log\nthe hash-chained audit log (anchor, sealing state and approvals in .agent/)\n\
 .TP\n.I /run/sysward/control.sock\nthe daemon's control socket (root and the sysward group)\n\
 .TP\n.I /usr/libexec/sysward/sysward-broker\nthe root broker: the daemon (sysward broker, sysward.service), or the broker of one session that sysward run|cli --root starts and talks to over a socketpair\n\
-.TP\n.I /dev/cpu_dma_latency\nheld at 0 by a session while an approved command starts (idle CPUs poll instead of halting): from its start record until its answer, never past 5 ms of its run; the kernel drops the request when the broker closes it\n";
+.TP\n.I /dev/cpu_dma_latency\nheld at 0 by a session while an approved command starts (idle CPUs poll instead of halting): from its start record until its answer, never past 5 ms of its run; the kernel drops the request when the broker closes it; CPU_LATENCY_REQUEST=off in init.conf leaves it alone\n";
 
 fn examples(page: &str) -> &'static str {
     match page {

@@ -116,6 +116,10 @@ pub struct InitConf {
     pub tracker_url: Option<String>,
     pub agent_user: String,
     pub model_user: String,
+    /// `CPU_LATENCY_REQUEST`: whether a session asks for zero CPU wake-up
+    /// latency while an approved command starts (see
+    /// `sysward_actions::wake_latency`).
+    pub cpu_latency_request: bool,
 }
 
 impl InitConf {
@@ -166,6 +170,7 @@ pub fn parse(text: &str) -> Result<(InitConf, Vec<String>), ConfigError> {
         tracker_url: None,
         agent_user: DEFAULT_AGENT_USER.to_string(),
         model_user: DEFAULT_MODEL_USER.to_string(),
+        cpu_latency_request: true,
     };
     let known: HashSet<&str> = [
         "API_URL",
@@ -181,6 +186,7 @@ pub fn parse(text: &str) -> Result<(InitConf, Vec<String>), ConfigError> {
         "DEBIAN_TRACKER_URL",
         "AGENT_USER",
         "MODEL_USER",
+        "CPU_LATENCY_REQUEST",
     ]
     .into_iter()
     .collect();
@@ -261,6 +267,13 @@ pub fn parse(text: &str) -> Result<(InitConf, Vec<String>), ConfigError> {
             "DEBIAN_TRACKER_URL" => conf.tracker_url = (!value.is_empty()).then_some(value),
             "AGENT_USER" => conf.agent_user = value,
             "MODEL_USER" => conf.model_user = value,
+            "CPU_LATENCY_REQUEST" => {
+                conf.cpu_latency_request = match value.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(invalid("on or off")),
+                }
+            }
             _ => {}
         }
     }
@@ -302,7 +315,21 @@ mod tests {
         assert_eq!(c.api_url.port, 8080);
         assert_eq!(c.request_timeout_secs, 300);
         assert_eq!(c.context_size, None);
+        assert!(c.cpu_latency_request);
         assert!(w.is_empty());
+    }
+
+    #[test]
+    fn the_cpu_latency_request_is_on_or_off() {
+        let base = "API_URL=http://h/v1\nMODEL=m\n";
+        let with = |v: &str| parse(&format!("{base}CPU_LATENCY_REQUEST={v}\n"));
+        assert!(with("on").unwrap().0.cpu_latency_request);
+        assert!(!with("off").unwrap().0.cpu_latency_request);
+        let e = with("no").unwrap_err().to_string();
+        assert!(
+            e.contains("CPU_LATENCY_REQUEST") && e.contains("on or off"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! milliseconds: a short command runs with the limit at 0, a command that
 //! runs longer sees it given back, and after the session the system's
 //! limit is what it was. Read from inside the actions themselves, through
-//! the real broker → agent → gateway → action tree. Needs root (the device
-//! is root's) and skips loudly otherwise, or where the device is missing.
+//! the real broker → agent → gateway → action tree; and with
+//! `CPU_LATENCY_REQUEST=off` in init.conf nothing is requested. Needs root
+//! (the device is root's) and skips loudly otherwise, or where the device is
+//! missing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Read;
@@ -30,29 +32,44 @@ fn limit_in(result: &str) -> Option<i64> {
         .next_back()
 }
 
-#[test]
-fn a_starting_command_runs_with_zero_wake_latency_and_a_longer_one_gives_it_back() {
-    if !require_root(
-        "a_starting_command_runs_with_zero_wake_latency_and_a_longer_one_gives_it_back",
-    ) {
-        return;
+/// The limit is the system's: one test at a time reads or changes it.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Root, the device, and the accounts the tree runs as.
+fn ready(test: &str) -> bool {
+    if !require_root(test) {
+        return false;
     }
     if !std::path::Path::new(DEVICE).exists() {
-        eprintln!("SKIPPED: {DEVICE} is missing here (a container?)");
-        return;
+        eprintln!("SKIPPED: {test}: {DEVICE} is missing here (a container?)");
+        return false;
     }
     ensure_accounts();
+    true
+}
+
+fn od() -> serde_json::Value {
+    serde_json::json!({"command": "od", "args": ["-An", "-td4", DEVICE]})
+}
+
+const POLICY: &str = "EXECUTION_MODE=guarded\nALLOW_OUTSIDE_PROJECT_READ=true";
+
+#[test]
+fn a_starting_command_runs_with_zero_wake_latency_and_a_longer_one_gives_it_back() {
+    if !ready("a_starting_command_runs_with_zero_wake_latency_and_a_longer_one_gives_it_back") {
+        return;
+    }
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let before = current_limit();
     let p = TestProject::new("wake-latency");
-    let od = serde_json::json!({"command": "od", "args": ["-An", "-td4", DEVICE]});
     let later = serde_json::json!({
         "command": "sh",
         "args": ["-c", format!("sleep 0.2; od -An -td4 {DEVICE}")],
     });
     let run = run_scripted(
         &p,
-        vec![tool_call("exec", od), tool_call("exec", later)],
-        "EXECUTION_MODE=guarded\nALLOW_OUTSIDE_PROJECT_READ=true",
+        vec![tool_call("exec", od()), tool_call("exec", later)],
+        POLICY,
         "Read the CPU latency limit.",
     );
     let (short, long) = (&run.results[0], &run.results[1]);
@@ -67,4 +84,28 @@ fn a_starting_command_runs_with_zero_wake_latency_and_a_longer_one_gives_it_back
         "a command past the hold's bound sees the limit given back: {long}"
     );
     assert_eq!(current_limit(), before, "after the session");
+}
+
+#[test]
+fn with_the_request_off_in_init_conf_nothing_is_requested() {
+    if !ready("with_the_request_off_in_init_conf_nothing_is_requested") {
+        return;
+    }
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let before = current_limit();
+    let p = TestProject::new("wake-latency-off");
+    let run = run_scripted_with(
+        &p,
+        vec![tool_call("exec", od())],
+        POLICY,
+        "Read the CPU latency limit.",
+        60,
+        "CPU_LATENCY_REQUEST=off",
+    );
+    assert_eq!(
+        limit_in(&run.results[0]),
+        Some(i64::from(before)),
+        "the limit is left alone: {}",
+        run.results[0]
+    );
 }

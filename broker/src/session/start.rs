@@ -144,6 +144,12 @@ impl<'a> Session<'a> {
                 conflicts: Vec::new(),
             });
         }
+        // Off in init.conf: the CPUs' idle states are left alone.
+        let wake_latency = if project.conf.cpu_latency_request {
+            sysward_actions::wake_latency::WakeLatency::open()
+        } else {
+            sysward_actions::wake_latency::WakeLatency::none()
+        };
         let mut session = Session {
             ctx,
             op,
@@ -176,7 +182,7 @@ impl<'a> Session<'a> {
             approvals,
             current_task: None,
             audit_writer: None,
-            wake_latency: sysward_actions::wake_latency::WakeLatency::open(),
+            wake_latency,
             memory_diffs: Vec::new(),
             _lock: lock,
         };
