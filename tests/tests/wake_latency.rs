@@ -109,3 +109,35 @@ fn with_the_request_off_in_init_conf_nothing_is_requested() {
         run.results[0]
     );
 }
+
+/// A command retried after a transient failure (seconds later) runs its
+/// next attempt without the request: the CPUs may halt while it waits.
+#[test]
+fn a_retry_waits_and_runs_without_the_request() {
+    if !ready("a_retry_waits_and_runs_without_the_request") {
+        return;
+    }
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let before = current_limit();
+    let p = TestProject::new("wake-latency-retry");
+    let marker = p.path("attempted");
+    // The first attempt fails the way a name that did not resolve does
+    // (retried); the second reads the limit.
+    let script = format!(
+        "if [ -e {m} ]; then od -An -td4 {DEVICE}; else : > {m}; echo 'curl: (6) Could not resolve host: example.invalid' >&2; exit 6; fi",
+        m = marker.display()
+    );
+    let run = run_scripted(
+        &p,
+        vec![tool_call("shell", serde_json::json!({ "command": script }))],
+        "EXECUTION_MODE=unrestricted\nAPPROVAL_MODE=permissive\nALLOW_OUTSIDE_PROJECT_READ=true",
+        "Read the CPU latency limit.",
+    );
+    let result = &run.results[0];
+    assert!(result.contains("retried after"), "not retried: {result}");
+    assert_eq!(
+        limit_in(result),
+        Some(i64::from(before)),
+        "the retry ran with the limit given back: {result}"
+    );
+}

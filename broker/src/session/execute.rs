@@ -271,6 +271,8 @@ impl<'a> Session<'a> {
                 "attempt {} failed ({why}); retried after {delay} s",
                 attempt + 1
             ));
+            // Seconds of waiting: the CPUs may halt meanwhile.
+            self.wake_latency.release();
             if crate::retry::sleep_unless_cancelled(Duration::from_secs(*delay), &cancel) {
                 break outcome;
             }
