@@ -561,20 +561,17 @@ impl Runner {
             };
             // A command still running when the hold's bound passes gives
             // the CPUs back their idle states.
-            let wait_ms = match (wake_latency.is_held() && exited.is_none()).then(|| {
-                (spawned + crate::wake_latency::HOLD_AT_MOST).saturating_duration_since(now)
-            }) {
-                Some(left) if left.is_zero() => {
-                    wake_latency.release();
-                    wait_ms
-                }
+            let hold_left =
+                (spawned + crate::wake_latency::HOLD_AT_MOST).saturating_duration_since(now);
+            let wait_ms = if !wake_latency.is_held() || exited.is_some() {
+                wait_ms
+            } else if hold_left.is_zero() {
+                wake_latency.release();
+                wait_ms
+            } else {
                 // Rounded up: woken at most a millisecond after the bound.
-                Some(left) => wait_ms.min(
-                    i32::try_from(left.as_millis())
-                        .unwrap_or(i32::MAX)
-                        .saturating_add(1),
-                ),
-                None => wait_ms,
+                let left_ms = i32::try_from(hold_left.as_millis()).unwrap_or(i32::MAX);
+                wait_ms.min(left_ms.saturating_add(1))
             };
             match poll(
                 &mut fds,

@@ -35,17 +35,19 @@ fn limit_in(result: &str) -> Option<i64> {
 /// The limit is the system's: one test at a time reads or changes it.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Root, the device, and the accounts the tree runs as.
-fn ready(test: &str) -> bool {
+/// Root, the device and the accounts the tree runs as, or None (skipped):
+/// this test's turn with the limit, and the limit before it.
+fn begin(test: &str) -> Option<(std::sync::MutexGuard<'static, ()>, i32)> {
     if !require_root(test) {
-        return false;
+        return None;
     }
     if !std::path::Path::new(DEVICE).exists() {
         eprintln!("SKIPPED: {test}: {DEVICE} is missing here (a container?)");
-        return false;
+        return None;
     }
     ensure_accounts();
-    true
+    let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    Some((turn, current_limit()))
 }
 
 fn od() -> serde_json::Value {
@@ -56,11 +58,11 @@ const POLICY: &str = "EXECUTION_MODE=guarded\nALLOW_OUTSIDE_PROJECT_READ=true";
 
 #[test]
 fn a_starting_command_runs_with_zero_wake_latency_and_a_longer_one_gives_it_back() {
-    if !ready("a_starting_command_runs_with_zero_wake_latency_and_a_longer_one_gives_it_back") {
+    let Some((_turn, before)) =
+        begin("a_starting_command_runs_with_zero_wake_latency_and_a_longer_one_gives_it_back")
+    else {
         return;
-    }
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let before = current_limit();
+    };
     let p = TestProject::new("wake-latency");
     let later = serde_json::json!({
         "command": "sh",
@@ -88,11 +90,10 @@ fn a_starting_command_runs_with_zero_wake_latency_and_a_longer_one_gives_it_back
 
 #[test]
 fn with_the_request_off_in_init_conf_nothing_is_requested() {
-    if !ready("with_the_request_off_in_init_conf_nothing_is_requested") {
+    let Some((_turn, before)) = begin("with_the_request_off_in_init_conf_nothing_is_requested")
+    else {
         return;
-    }
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let before = current_limit();
+    };
     let p = TestProject::new("wake-latency-off");
     let run = run_scripted_with(
         &p,
@@ -114,11 +115,9 @@ fn with_the_request_off_in_init_conf_nothing_is_requested() {
 /// next attempt without the request: the CPUs may halt while it waits.
 #[test]
 fn a_retry_waits_and_runs_without_the_request() {
-    if !ready("a_retry_waits_and_runs_without_the_request") {
+    let Some((_turn, before)) = begin("a_retry_waits_and_runs_without_the_request") else {
         return;
-    }
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let before = current_limit();
+    };
     let p = TestProject::new("wake-latency-retry");
     let marker = p.path("attempted");
     // The first attempt fails the way a name that did not resolve does
