@@ -32,11 +32,19 @@ fn stats(name: &str, mut us: Vec<f64>) -> f64 {
     q(0.5)
 }
 
+/// Bare spawns of `argv`, with exactly the environment an action gets. Not
+/// the bench's own: under `cargo bench` that holds cargo's LD_LIBRARY_PATH
+/// (seven directories), through which the dynamic loader searches before it
+/// finds libc, which made a bare `/bin/true` about 0.2 ms slower than an
+/// action's and every ratio look better than it is.
 fn spawn_times(n: usize, argv: &[&str]) -> Vec<f64> {
+    let env = sysward_broker::command_plan::action_env(None);
     (0..n)
         .map(|_| {
             let t = Instant::now();
             let st = Command::new(argv[0])
+                .env_clear()
+                .envs(env.iter().map(|(k, v)| (k, v)))
                 .args(&argv[1..])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
