@@ -427,9 +427,7 @@ impl Jail {
         let (report_r, report_w) = report_pipe().map_err(|e| prep("report pipe", e))?;
         let stdin = match stdin {
             Some(fd) => fd,
-            None => {
-                OwnedFd::from(std::fs::File::open("/dev/null").map_err(|e| prep("/dev/null", e))?)
-            }
+            None => dev_null().map_err(|e| prep("/dev/null", e))?,
         };
         // The child dup2s these onto 0–2: none may already sit there.
         let stdio = [stdin, stdout, stderr]
@@ -648,6 +646,21 @@ fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
     }
     // SAFETY: fcntl just returned this fd; nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// A descriptor of /dev/null for a command's stdin: a duplicate of one
+/// opened once, since a dup costs less than an open's path walk.
+fn dev_null() -> std::io::Result<OwnedFd> {
+    static DEV_NULL: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
+    let held = match DEV_NULL.get() {
+        Some(fd) => fd,
+        None => {
+            let opened = OwnedFd::from(std::fs::File::open("/dev/null")?);
+            // Two first spawns at once: one copy is kept, the other closed.
+            DEV_NULL.get_or_init(|| opened)
+        }
+    };
+    held.try_clone()
 }
 
 /// The child's stack: a private mapping with a guard page below it.

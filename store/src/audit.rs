@@ -25,29 +25,26 @@ const FIELD_MAX_TIGHT: usize = 4 << 10;
 /// Largest record before the tight cap applies (well under MAX_LINE).
 pub const RECORD_MAX: usize = 4 << 20;
 
-/// `value` with every string longer than `max` bytes replaced by its head
-/// and `… [cut by the audit: N bytes in all, sha256 H]`.
-pub fn bound_strings(value: Value, max: usize) -> Value {
+/// Replaces, in place, every string of `value` longer than `max` bytes by its
+/// head and `… [cut by the audit: N bytes in all, sha256 H]`. In place: a
+/// record with nothing to cut (nearly all) is walked, not rebuilt.
+pub fn bound_strings(value: &mut Value, max: usize) {
     match value {
         Value::String(s) if s.len() > max => {
             let mut end = max.min(s.len()) / 2;
             while !s.is_char_boundary(end) {
                 end -= 1;
             }
-            Value::String(format!(
+            *s = format!(
                 "{}… [cut by the audit: {} bytes in all, sha256 {}]",
                 &s[..end],
                 s.len(),
                 hash_hex(s.as_bytes())
-            ))
+            );
         }
-        Value::Array(a) => Value::Array(a.into_iter().map(|v| bound_strings(v, max)).collect()),
-        Value::Object(o) => Value::Object(
-            o.into_iter()
-                .map(|(k, v)| (k, bound_strings(v, max)))
-                .collect(),
-        ),
-        other => other,
+        Value::Array(a) => a.iter_mut().for_each(|v| bound_strings(v, max)),
+        Value::Object(o) => o.values_mut().for_each(|v| bound_strings(v, max)),
+        _ => {}
     }
 }
 
@@ -714,12 +711,15 @@ impl Audit {
         record.insert("seq".into(), json!(seq));
         record.insert("time".into(), json!(now_rfc3339()));
         record.insert("prev".into(), json!(state.last_hash));
-        record.insert("event".into(), bound_strings(event, FIELD_MAX));
+        let mut event = event;
+        bound_strings(&mut event, FIELD_MAX);
+        record.insert("event".into(), event);
         let mut line = serde_json::to_vec(&record)?;
         if line.len() > RECORD_MAX {
             // Many long fields: cut them all shorter.
-            let event = record.remove("event").unwrap_or(Value::Null);
-            record.insert("event".into(), bound_strings(event, FIELD_MAX_TIGHT));
+            if let Some(event) = record.get_mut("event") {
+                bound_strings(event, FIELD_MAX_TIGHT);
+            }
             line = serde_json::to_vec(&record)?;
         }
         let mark = session_mark(&record);

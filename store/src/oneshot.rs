@@ -94,17 +94,17 @@ fn open_private_dir(path: &Path) -> Result<OwnedFd, OneShotError> {
 /// Creates the delivery root (root, 0700) if it is missing and checks it.
 pub fn ensure_root(layout: &Layout) -> Result<PathBuf, OneShotError> {
     let root = root(layout);
-    match std::fs::symlink_metadata(&root) {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&root)
-                .map_err(io(&root))?;
-        }
-        Err(e) => return Err(io(&root)(e)),
+    // Checked before every action: one open and one fstat when it is there.
+    match open_private_dir(&root) {
+        Ok(_) => return Ok(root),
+        Err(OneShotError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
     }
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&root)
+        .map_err(io(&root))?;
     open_private_dir(&root)?;
     Ok(root)
 }
@@ -299,5 +299,50 @@ impl OneShotFiles {
 impl Drop for OneShotFiles {
     fn drop(&mut self) {
         let _ = self.remove();
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use sysward_testdir::RemoveOnDrop;
+
+    #[test]
+    fn the_delivery_root_is_made_private_kept_and_refused_when_it_is_not_roots_own() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIPPED (needs root: the delivery root must be root's)");
+            return;
+        }
+        let project = RemoveOnDrop::fresh_dir("sysward-oneshot-root");
+        std::fs::create_dir_all(project.join(".agent")).unwrap();
+        let layout = Layout::standalone(&project).unwrap();
+        let deliver = root(&layout);
+        // Missing: made, root's, 0700; there: kept as it is.
+        assert_eq!(ensure_root(&layout).unwrap(), deliver);
+        let meta = std::fs::symlink_metadata(&deliver).unwrap();
+        assert!(meta.is_dir());
+        assert_eq!((meta.uid(), meta.mode() & 0o7777), (0, 0o700));
+        std::fs::write(deliver.join("kept"), b"").unwrap();
+        ensure_root(&layout).unwrap();
+        assert!(deliver.join("kept").exists());
+        // Open to others: refused, not repaired.
+        std::fs::set_permissions(&deliver, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(matches!(
+            ensure_root(&layout),
+            Err(OneShotError::Unsafe { .. })
+        ));
+        // A symlink in its place (even to a private directory): refused.
+        std::fs::remove_dir_all(&deliver).unwrap();
+        let elsewhere = project.join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &deliver).unwrap();
+        assert!(ensure_root(&layout).is_err());
+        assert!(std::fs::symlink_metadata(&deliver)
+            .unwrap()
+            .file_type()
+            .is_symlink());
     }
 }

@@ -140,9 +140,12 @@ impl<'a> Session<'a> {
         clock.mark("cgroup");
         let backup = self.project.policy.backup_before_system_edit
             && plan.touches_outside(&self.ctx.layout.config_dir);
+        // What the rest needs of the profile, read before the spec takes it.
+        let (uid, gid, can_write) = (profile.uid, profile.gid, profile.can_write());
+        let timeout = Duration::from_secs(u64::from(profile.timeout_secs.max(1)));
         let mut spec = match plan.exec_spec(
             self.actions as u64,
-            profile.clone(),
+            profile,
             cgroup.as_ref().map(|c| c.dir().display().to_string()),
             backup,
         ) {
@@ -151,12 +154,8 @@ impl<'a> Session<'a> {
         };
         // One-shot secret files of this action; removed when it ends, on
         // every path out of this function.
-        let mut one_shot = crate::oneshot::OneShotFiles::new(
-            &self.ctx.layout,
-            &action_id,
-            profile.uid,
-            profile.gid,
-        );
+        let mut one_shot =
+            crate::oneshot::OneShotFiles::new(&self.ctx.layout, &action_id, uid, gid);
         if let Err(e) = crate::oneshot::ensure_root(&self.ctx.layout) {
             return not_run(
                 &mut pending_audit,
@@ -193,7 +192,6 @@ impl<'a> Session<'a> {
                 ),
             );
         }
-        let timeout = Duration::from_secs(u64::from(profile.timeout_secs.max(1)));
         let cancel = self.op.cancel_token().clone();
         // A file operation starts only once its record is on disk, and once
         // the directories where it may leave a temporary are noted.
@@ -338,7 +336,7 @@ impl<'a> Session<'a> {
             .collect();
         notes.extend(retries);
         notes.extend(one_shot_note);
-        if profile.can_write() {
+        if can_write {
             if let Err(why) = check_pinned(self.ctx, &self.id, Some(&action_id)) {
                 notes.push(why.to_string());
             }
