@@ -134,8 +134,8 @@ fn critical_delete(t: &Target, sets: &PathSets) -> Option<String> {
 /// Entirely inside the action's scratch directory.
 fn in_scratch(t: &Target, facts: &HostFacts) -> bool {
     match t {
-        Target::Path(p) | Target::Beneath(p) => p.starts_with(&facts.scratch_dir),
-        Target::Glob { prefix, .. } => prefix.starts_with(&facts.scratch_dir),
+        Target::Path(p) | Target::Beneath(p) => paths::within(p, &facts.scratch_dir),
+        Target::Glob { prefix, .. } => paths::within(prefix, &facts.scratch_dir),
         Target::Unresolved => false,
     }
 }
@@ -220,13 +220,13 @@ fn path_rules(
         for p in &sets.read_protected {
             // The scratch directory is the action's own, even when it lies
             // inside a protected state directory.
-            if in_scratch(t, facts) && !p.starts_with(&facts.scratch_dir) {
+            if in_scratch(t, facts) && !paths::within(p, &facts.scratch_dir) {
                 continue;
             }
             // A recursive reader of an ancestor (grep -r, git status in the
             // project) is not refused: the kernel profile keeps p unreadable.
             let hit = match t {
-                Target::Beneath(q) => q.starts_with(p),
+                Target::Beneath(q) => paths::within(q, p),
                 _ => paths::relation(t, p).at_or_inside(),
             };
             if hit {
@@ -317,7 +317,7 @@ fn path_rules(
             }
         }
         for p in &sets.write_protected {
-            if in_scratch(t, facts) && !p.starts_with(&facts.scratch_dir) {
+            if in_scratch(t, facts) && !paths::within(p, &facts.scratch_dir) {
                 continue;
             }
             if touches(t, *k, p) {

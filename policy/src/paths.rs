@@ -21,6 +21,42 @@ pub fn normalize(p: &Path) -> PathBuf {
     out
 }
 
+/// Whether `p` is absolute and spelled the one way its components are: no
+/// empty, `.` or `..` component and no trailing slash (`/` itself is
+/// clean). For two clean paths, comparing bytes gives what comparing
+/// components gives.
+fn is_clean(p: &[u8]) -> bool {
+    match p {
+        [b'/'] => true,
+        [b'/', rest @ ..] => rest
+            .split(|&b| b == b'/')
+            .all(|c| !c.is_empty() && c != b"." && c != b".."),
+        _ => false,
+    }
+}
+
+/// `a.starts_with(b)` ([`Path::starts_with`], component-wise), by bytes when
+/// both are clean: the decisions compare every target with every protected
+/// path, and parsing components was most of a write decision's time.
+pub fn within(a: &Path, b: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let (x, y) = (a.as_os_str().as_bytes(), b.as_os_str().as_bytes());
+    if is_clean(x) && is_clean(y) {
+        return y == b"/" || (x.starts_with(y) && (x.len() == y.len() || x[y.len()] == b'/'));
+    }
+    a.starts_with(b)
+}
+
+/// `a == b` for paths (component-wise), by bytes when both are clean.
+pub fn same(a: &Path, b: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let (x, y) = (a.as_os_str().as_bytes(), b.as_os_str().as_bytes());
+    if is_clean(x) && is_clean(y) {
+        return x == y;
+    }
+    a == b
+}
+
 /// A path argument, resolved as far as static analysis allows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
@@ -173,22 +209,28 @@ impl Rel {
 pub fn relation(t: &Target, p: &Path) -> Rel {
     match t {
         Target::Unresolved => Rel::ALL,
-        Target::Path(q) => Rel {
-            equal: q == p,
-            inside: q != p && q.starts_with(p),
-            ancestor: q != p && p.starts_with(q),
-        },
-        Target::Beneath(q) => Rel {
-            equal: q.starts_with(p) || p.starts_with(q),
-            inside: q.starts_with(p) || p.starts_with(q),
-            ancestor: p.starts_with(q),
-        },
+        Target::Path(q) => {
+            let equal = same(q, p);
+            Rel {
+                equal,
+                inside: !equal && within(q, p),
+                ancestor: !equal && within(p, q),
+            }
+        }
+        Target::Beneath(q) => {
+            let (down, up) = (within(q, p), within(p, q));
+            Rel {
+                equal: down || up,
+                inside: down || up,
+                ancestor: up,
+            }
+        }
         Target::Glob { prefix, pattern } => glob_relation(prefix, pattern, p),
     }
 }
 
 fn glob_relation(prefix: &Path, pattern: &[String], p: &Path) -> Rel {
-    if prefix.starts_with(p) {
+    if within(prefix, p) {
         // Every match is at or beneath p.
         return Rel {
             equal: false,
@@ -503,6 +545,45 @@ pub fn write_protected(facts: &HostFacts) -> Vec<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    /// Every pair of paths over `/`, `a` and `.` up to six bytes (clean or
+    /// not, absolute or not), and some with longer names: the byte
+    /// comparisons answer what the component comparisons do.
+    #[test]
+    fn byte_comparisons_agree_with_component_comparisons() {
+        let mut all = vec![String::new()];
+        let mut last = vec![String::new()];
+        for _ in 0..6 {
+            let next: Vec<String> = last
+                .iter()
+                .flat_map(|s| ["/", "a", "."].map(|c| format!("{s}{c}")))
+                .collect();
+            all.extend(next.iter().cloned());
+            last = next;
+        }
+        for named in [
+            "/etc/sysward",
+            "/etc/sysward2",
+            "/etc/sysward/secrets",
+            "/etc/sys",
+            "/etc",
+            "/etc/",
+            "//etc/sysward",
+            "/etc/./sysward",
+            "/etc/../etc/sysward",
+            "/srv/agent/.agent",
+            "/srv/agent/.agentx",
+        ] {
+            all.push(named.to_string());
+        }
+        let paths: Vec<&Path> = all.iter().map(Path::new).collect();
+        for a in &paths {
+            for b in &paths {
+                assert_eq!(within(a, b), a.starts_with(b), "{a:?} within {b:?}");
+                assert_eq!(same(a, b), a == b, "{a:?} same as {b:?}");
+            }
+        }
+    }
+
     use super::*;
 
     #[test]
