@@ -8,6 +8,12 @@ use std::path::{Component, Path, PathBuf};
 /// Lexical normalization of an absolute path: `.` dropped, `..` applied
 /// (never above `/`), repeated slashes collapsed.
 pub fn normalize(p: &Path) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    if is_clean(p.as_os_str().as_bytes()) {
+        // Already spelled as its components (nearly every path a command
+        // names): nothing to drop, apply or collapse.
+        return p.to_path_buf();
+    }
     let mut out = PathBuf::from("/");
     for c in p.components() {
         match c {
@@ -39,22 +45,25 @@ fn is_clean(p: &[u8]) -> bool {
 /// both are clean: the decisions compare every target with every protected
 /// path, and parsing components was most of a write decision's time.
 pub fn within(a: &Path, b: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let (x, y) = (a.as_os_str().as_bytes(), b.as_os_str().as_bytes());
-    if is_clean(x) && is_clean(y) {
-        return y == b"/" || (x.starts_with(y) && (x.len() == y.len() || x[y.len()] == b'/'));
+    if both_clean(a, b) {
+        within_clean(bytes(a), bytes(b))
+    } else {
+        a.starts_with(b)
     }
-    a.starts_with(b)
 }
 
-/// `a == b` for paths (component-wise), by bytes when both are clean.
-pub fn same(a: &Path, b: &Path) -> bool {
+fn bytes(p: &Path) -> &[u8] {
     use std::os::unix::ffi::OsStrExt;
-    let (x, y) = (a.as_os_str().as_bytes(), b.as_os_str().as_bytes());
-    if is_clean(x) && is_clean(y) {
-        return x == y;
-    }
-    a == b
+    p.as_os_str().as_bytes()
+}
+
+fn both_clean(a: &Path, b: &Path) -> bool {
+    is_clean(bytes(a)) && is_clean(bytes(b))
+}
+
+/// [`within`] for two clean paths.
+fn within_clean(x: &[u8], y: &[u8]) -> bool {
+    y == b"/" || (x.starts_with(y) && (x.len() == y.len() || x[y.len()] == b'/'))
 }
 
 /// A path argument, resolved as far as static analysis allows.
@@ -209,16 +218,33 @@ impl Rel {
 pub fn relation(t: &Target, p: &Path) -> Rel {
     match t {
         Target::Unresolved => Rel::ALL,
-        Target::Path(q) => {
-            let equal = same(q, p);
+        // Each path's spelling checked once, not once per comparison.
+        Target::Path(q) if both_clean(q, p) => {
+            let (q, p) = (bytes(q), bytes(p));
+            let equal = q == p;
             Rel {
                 equal,
-                inside: !equal && within(q, p),
-                ancestor: !equal && within(p, q),
+                inside: !equal && within_clean(q, p),
+                ancestor: !equal && within_clean(p, q),
+            }
+        }
+        Target::Path(q) => {
+            let equal = q == p;
+            Rel {
+                equal,
+                inside: !equal && q.starts_with(p),
+                ancestor: !equal && p.starts_with(q),
             }
         }
         Target::Beneath(q) => {
-            let (down, up) = (within(q, p), within(p, q));
+            let (down, up) = if both_clean(q, p) {
+                (
+                    within_clean(bytes(q), bytes(p)),
+                    within_clean(bytes(p), bytes(q)),
+                )
+            } else {
+                (q.starts_with(p), p.starts_with(q))
+            };
             Rel {
                 equal: down || up,
                 inside: down || up,
@@ -579,7 +605,36 @@ mod tests {
         for a in &paths {
             for b in &paths {
                 assert_eq!(within(a, b), a.starts_with(b), "{a:?} within {b:?}");
-                assert_eq!(same(a, b), a == b, "{a:?} same as {b:?}");
+                // relation() as it was written with std's comparisons.
+                let (eq, down, up) = (a == b, a.starts_with(b), b.starts_with(a));
+                let path = Target::Path(a.to_path_buf());
+                let want = Rel {
+                    equal: eq,
+                    inside: !eq && down,
+                    ancestor: !eq && up,
+                };
+                assert_eq!(relation(&path, b), want, "{a:?} vs {b:?}");
+                let beneath = Target::Beneath(a.to_path_buf());
+                let want = Rel {
+                    equal: down || up,
+                    inside: down || up,
+                    ancestor: up,
+                };
+                assert_eq!(relation(&beneath, b), want, "beneath {a:?} vs {b:?}");
+            }
+            // The clean spelling is kept as it is; any other is rebuilt.
+            if a.is_absolute() {
+                let mut rebuilt = PathBuf::from("/");
+                for c in a.components() {
+                    match c {
+                        Component::ParentDir => {
+                            rebuilt.pop();
+                        }
+                        Component::Normal(n) => rebuilt.push(n),
+                        _ => {}
+                    }
+                }
+                assert_eq!(normalize(a), rebuilt, "normalize {a:?}");
             }
         }
     }
