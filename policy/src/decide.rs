@@ -217,10 +217,11 @@ fn path_rules(
         if matches!(t, Target::Unresolved) {
             continue;
         }
+        let scratch = in_scratch(t, facts);
         for p in &sets.read_protected {
             // The scratch directory is the action's own, even when it lies
             // inside a protected state directory.
-            if in_scratch(t, facts) && !paths::within(p, &facts.scratch_dir) {
+            if scratch && !paths::within(p, &facts.scratch_dir) {
                 continue;
             }
             // A recursive reader of an ancestor (grep -r, git status in the
@@ -316,8 +317,9 @@ fn path_rules(
                 }
             }
         }
+        let scratch = in_scratch(t, facts);
         for p in &sets.write_protected {
-            if in_scratch(t, facts) && !paths::within(p, &facts.scratch_dir) {
+            if scratch && !paths::within(p, &facts.scratch_dir) {
                 continue;
             }
             if touches(t, *k, p) {

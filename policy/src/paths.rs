@@ -8,8 +8,7 @@ use std::path::{Component, Path, PathBuf};
 /// Lexical normalization of an absolute path: `.` dropped, `..` applied
 /// (never above `/`), repeated slashes collapsed.
 pub fn normalize(p: &Path) -> PathBuf {
-    use std::os::unix::ffi::OsStrExt;
-    if is_clean(p.as_os_str().as_bytes()) {
+    if is_clean(bytes(p)) {
         // Already spelled as its components (nearly every path a command
         // names): nothing to drop, apply or collapse.
         return p.to_path_buf();
@@ -64,6 +63,16 @@ fn both_clean(a: &Path, b: &Path) -> bool {
 /// [`within`] for two clean paths.
 fn within_clean(x: &[u8], y: &[u8]) -> bool {
     y == b"/" || (x.starts_with(y) && (x.len() == y.len() || x[y.len()] == b'/'))
+}
+
+/// `(q == p, q within p, p within q)`, each path's spelling checked once.
+fn compare(q: &Path, p: &Path) -> (bool, bool, bool) {
+    if both_clean(q, p) {
+        let (x, y) = (bytes(q), bytes(p));
+        (x == y, within_clean(x, y), within_clean(y, x))
+    } else {
+        (q == p, q.starts_with(p), p.starts_with(q))
+    }
 }
 
 /// A path argument, resolved as far as static analysis allows.
@@ -218,33 +227,16 @@ impl Rel {
 pub fn relation(t: &Target, p: &Path) -> Rel {
     match t {
         Target::Unresolved => Rel::ALL,
-        // Each path's spelling checked once, not once per comparison.
-        Target::Path(q) if both_clean(q, p) => {
-            let (q, p) = (bytes(q), bytes(p));
-            let equal = q == p;
-            Rel {
-                equal,
-                inside: !equal && within_clean(q, p),
-                ancestor: !equal && within_clean(p, q),
-            }
-        }
         Target::Path(q) => {
-            let equal = q == p;
+            let (equal, down, up) = compare(q, p);
             Rel {
                 equal,
-                inside: !equal && q.starts_with(p),
-                ancestor: !equal && p.starts_with(q),
+                inside: !equal && down,
+                ancestor: !equal && up,
             }
         }
         Target::Beneath(q) => {
-            let (down, up) = if both_clean(q, p) {
-                (
-                    within_clean(bytes(q), bytes(p)),
-                    within_clean(bytes(p), bytes(q)),
-                )
-            } else {
-                (q.starts_with(p), p.starts_with(q))
-            };
+            let (_, down, up) = compare(q, p);
             Rel {
                 equal: down || up,
                 inside: down || up,
@@ -571,6 +563,8 @@ pub fn write_protected(facts: &HostFacts) -> Vec<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     /// Every pair of paths over `/`, `a` and `.` up to six bytes (clean or
     /// not, absolute or not), and some with longer names: the byte
     /// comparisons answer what the component comparisons do.
@@ -638,8 +632,6 @@ mod tests {
             }
         }
     }
-
-    use super::*;
 
     #[test]
     fn fnmatch_basics() {

@@ -691,7 +691,7 @@ impl Audit {
         Ok(())
     }
 
-    fn append_locked(&self, state: &mut State, event: Value, sync: bool) -> Result<u64> {
+    fn append_locked(&self, state: &mut State, mut event: Value, sync: bool) -> Result<u64> {
         let len = state.file.metadata()?.len();
         if len != state.len {
             // Someone else appended: continue their chain, after checking it.
@@ -711,7 +711,6 @@ impl Audit {
         record.insert("seq".into(), json!(seq));
         record.insert("time".into(), json!(now_rfc3339()));
         record.insert("prev".into(), json!(state.last_hash));
-        let mut event = event;
         bound_strings(&mut event, FIELD_MAX);
         record.insert("event".into(), event);
         let mut line = serde_json::to_vec(&record)?;
