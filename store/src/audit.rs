@@ -2,8 +2,8 @@
 //! sequence number, RFC 3339 time, the previous record's SHA-256 and its own.
 //! The chain is verified on open; a broken chain refuses new sessions.
 
+use crate::project::sha256_hex;
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read as _, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -39,7 +39,7 @@ pub fn bound_strings(value: &mut Value, max: usize) {
                 "{}… [cut by the audit: {} bytes in all, sha256 {}]",
                 &s[..end],
                 s.len(),
-                hash_hex(s.as_bytes())
+                sha256_hex(s.as_bytes())
             );
         }
         Value::Array(a) => a.iter_mut().for_each(|v| bound_strings(v, max)),
@@ -233,10 +233,6 @@ pub fn now_rfc3339() -> String {
         .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
 }
 
-fn hash_hex(bytes: &[u8]) -> String {
-    crate::project::hex(&Sha256::digest(bytes))
-}
-
 /// A line is the JSON object of the record without its hash, exactly as it was
 /// hashed, with `,"hash":"<64 hex>"` spliced in before the closing brace. The
 /// hash covers those exact bytes, so verification never depends on how a JSON
@@ -410,7 +406,7 @@ fn check_line(
             "previous-hash link broken: a record before it was changed or removed".to_string(),
         );
     }
-    let actual = hash_hex(&hashed);
+    let actual = sha256_hex(&hashed);
     if stated != actual {
         return Err("content does not match its hash: the record was altered".to_string());
     }
@@ -722,7 +718,7 @@ impl Audit {
             line = serde_json::to_vec(&record)?;
         }
         let mark = session_mark(&record);
-        let hash = hash_hex(&line);
+        let hash = sha256_hex(&line);
         line.pop(); // the closing brace
         line.extend_from_slice(format!(",\"hash\":\"{hash}\"}}\n").as_bytes());
         if let Err(e) = (&state.file).write_all(&line) {
@@ -1073,7 +1069,7 @@ mod tests {
         assert!(req.contains(&format!(
             "{} bytes in all, sha256 {}",
             quotes.len(),
-            hash_hex(quotes.as_bytes())
+            sha256_hex(quotes.as_bytes())
         )));
         // Short fields are kept as they are.
         let third: Value = serde_json::from_str(lines[2]).unwrap();
@@ -1096,7 +1092,7 @@ mod tests {
             r.insert("prev".into(), json!(prev));
             r.insert("event".into(), e.clone());
             let mut line = serde_json::to_vec(&Value::Object(r)).unwrap();
-            let hash = hash_hex(&line);
+            let hash = sha256_hex(&line);
             line.pop();
             line.extend_from_slice(format!(",\"hash\":\"{hash}\"}}\n").as_bytes());
             out.extend_from_slice(&line);

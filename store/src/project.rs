@@ -409,7 +409,7 @@ impl Project {
                     continue;
                 }
             };
-            let sha256 = hex(&Sha256::digest(content.as_bytes()));
+            let sha256 = sha256_hex(content.as_bytes());
             tasks.push(TaskSpec {
                 name,
                 content,
@@ -430,6 +430,12 @@ pub fn hex(bytes: &[u8]) -> String {
         out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
     }
     out
+}
+
+/// The SHA-256 of `bytes` in lowercase hex (task files, audit records, file
+/// changes).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
 }
 
 /// A configuration path that breaks [`strict_modes`]: `run` refuses the

@@ -4,6 +4,7 @@
 //! its diff, the tasks' `CONFLICT:` lines, and the summaries of an action's
 //! result that the model and the operator's console get.
 
+use crate::project::sha256_hex;
 use crate::sanitize;
 use serde_json::{json, Value};
 use sysward_ipc::agent::{AgentEvent, TaskOutcome, ToolResult};
@@ -51,11 +52,6 @@ pub fn text_diff(name: &str, old: &[u8], new: &[u8], max: usize) -> Option<Strin
         .header(&format!("a/{name}"), &format!("b/{name}"))
         .to_string();
     Some(cut(&text, max))
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    crate::project::hex(&Sha256::digest(bytes))
 }
 
 /// The audit record of a memoria.md save, with the diff; `None` when the
